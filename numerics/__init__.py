@@ -1,0 +1,5 @@
+"""The mathematical kernel: θ exact and bounds, norms, Jacobians, LayerNorm, MHA bounds.
+
+One algorithm, several precisions (Fraction, mpmath, float64, torch), chosen by
+argument.  No checks and no I/O live here.
+"""
