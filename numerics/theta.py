@@ -59,13 +59,19 @@ def to_fractions(row) -> list[Fraction]:
     return out
 
 
+def _fractions(row) -> list[Fraction]:
+    if isinstance(row, (list, tuple)) and all(isinstance(v, Fraction) for v in row):
+        return list(row)
+    return to_fractions(row)
+
+
 def integer_weights(row) -> list[int]:
     """Integers w with w_i / D = row_i for one common denominator D > 0.
 
     θ, δ and every subset ratio are invariant under scaling, so these integers
     are all the exact solvers need.
     """
-    fr = row if (row and isinstance(row[0], Fraction) and not isinstance(row, np.ndarray)) else to_fractions(row)
+    fr = _fractions(row)
     den = 1
     for f in fr:
         den = den * f.denominator // math.gcd(den, f.denominator)
@@ -78,7 +84,7 @@ def integer_weights(row) -> list[int]:
 
 def normalise(row) -> list[Fraction]:
     """The exact normalisation p/Σp of a row."""
-    fr = to_fractions(row) if not (row and isinstance(row[0], Fraction)) else list(row)
+    fr = _fractions(row)
     total = sum(fr)
     if total <= 0:
         raise ValueError("row has no positive mass")
