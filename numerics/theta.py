@@ -190,7 +190,10 @@ def theta_exact(row) -> ThetaResult:
         return dom
     nz = [i for i, x in enumerate(w) if x]  # C6: zero atoms never matter
     wz = [w[i] for i in nz]
-    if len(wz) <= BRUTE_MAX_L:
+    if len(wz) <= 16 and max(wz) < 2**62 // len(wz):
+        # Short rows that fit the vectorised int64 enumeration; everything else (longer
+        # rows, or float64 rows whose integer weights exceed int64) goes to the exact
+        # meet-in-the-middle solver, which handles integers of any size.
         sub, method = best_mask_bruteforce(wz), "bruteforce"
     else:
         from .partition import best_mask_mitm

@@ -1,0 +1,139 @@
+"""Tests of the z3 checks of C2, C4, C5 (proofs/checks/softmax_z3*.py)."""
+from fractions import Fraction as F
+
+import z3
+
+from proofs.checks import softmax_z3 as sz
+from proofs.checks import softmax_z3_bounds as sb
+
+
+class FakeSolver:
+    """Stands in for z3.Solver and answers a fixed verdict (unknown = timeout)."""
+
+    def __init__(self, verdict):
+        self.verdict = verdict
+
+    def set(self, *args):
+        pass
+
+    def add(self, *args):
+        pass
+
+    def check(self):
+        return self.verdict
+
+    def reason_unknown(self):
+        return "timeout"
+
+    def model(self):
+        raise AssertionError("no model for a fake")
+
+
+def test_unknown_is_never_a_pass():
+    r = sz.run_query([], solver=FakeSolver(z3.unknown))
+    assert r.verdict == "unknown" and r.reason == "timeout"
+    t = sz.Tally()
+    t.add("fake", r)
+    assert sz.proved(t, "s", "fake").status == "fail"
+    assert sz.refuted_by_model(t, "s", "fake", lambda m: True).status == "fail"
+
+
+def test_one_unknown_among_unsats_fails():
+    t = sz.Tally()
+    t.add("a", sz.run_query([z3.Real("x") < 0, z3.Real("x") > 0]))
+    t.add("b", sz.run_query([], solver=FakeSolver(z3.unknown)))
+    ev = sz.proved(t, "s", "mixed")
+    assert t.results[0].verdict == "unsat"
+    assert ev.status == "fail" and "b: unknown" in ev.detail
+
+
+def test_real_timeout_maps_to_unknown_and_fail():
+    # A 1 ms budget on a nonlinear query that z3 does not settle even in a second.
+    x, y, z = z3.Reals("x y z")
+    q = [x ** 3 + y ** 3 == 9 * z ** 3, x > 0, y > 0, z > 0, x * y * z > 10 ** 12,
+         x ** 5 - 7 * y ** 4 + z ** 2 * x == 3]
+    r = sz.run_query(q, timeout_ms=1)
+    t = sz.Tally()
+    t.add("hard", r)
+    assert r.verdict == "unknown"
+    assert sz.proved(t, "s", "hard").status == "fail"
+
+
+def test_empty_tally_is_not_a_proof():
+    assert sz.proved(sz.Tally(), "s", "nothing").status == "fail"
+
+
+def test_negative_control_needs_sat_and_replay():
+    x = z3.Real("x")
+    t = sz.Tally()
+    t.add("sat", sz.run_query([x > 1, x < 2]))
+    assert t.results[0].verdict == "sat"
+    assert sz.refuted_by_model(t, "s", "w", lambda m: 1 < m["x"] < 2).status == "pass"
+    # a model that does not replay, or an unsat query, does not refute anything
+    assert sz.refuted_by_model(t, "s", "w", lambda m: False).status == "fail"
+    u = sz.Tally()
+    u.add("unsat", sz.run_query([x > 1, x < 0]))
+    assert sz.refuted_by_model(u, "s", "w", lambda m: True).status == "fail"
+
+
+def test_pair_orbits_cover_all_pairs():
+    for L in range(1, 5):
+        orbits = sz.pair_orbits(L)
+        assert sum(orbits.values()) == 4 ** L
+    # by hand: L = 1 has the orbits {(+,+), (−,−)} and {(+,−), (−,+)}
+    assert sorted(sz.pair_orbits(1).values()) == [2, 2]
+
+
+def test_bilinear_matches_hand_value():
+    # p = (1/2, 1/4, 1/4), x = (1, −1, 1), y = (1, 1, −1):
+    # Σ p x y = 1/2 − 1/4 − 1/4 = 0; Σ p x = 1/2, Σ p y = 1/2 → yᵀCx = −1/4
+    p = [F(1, 2), F(1, 4), F(1, 4)]
+    assert sz.f_bilinear(p, [1, 1, -1], [1, -1, 1]) == F(-1, 4)
+
+
+def test_c2_smallest_scope_passes():
+    ev = sz._c2_positive([1, 2, 3])
+    assert ev.status == "pass"
+    assert ev.numbers["orbits"] == 2 + 5 + 8 and ev.numbers["unknown"] == 0
+
+
+def test_c2_negative_controls_pass_only_by_sat():
+    for f in (sz.c2_z3_neg_half, sz.c2_z3_neg_factor, sz.c2_z3_neg_signed):
+        ev = f()
+        assert ev.status == "pass" and ev.numbers["sat"] >= 1
+
+
+def test_block_mass_lemma_and_its_wrong_variant():
+    assert sz.c2_block_mass_query().verdict == "unsat"
+    assert sz.c2_block_mass_query(scale=F(1, 2)).verdict == "sat"
+
+
+def test_c4_checks():
+    assert sb.c4_queries(3).all_unsat()
+    assert sb.c4_interval_lemma().all_unsat()
+    ev = sb.c4_z3_neg_no_half()
+    assert ev.status == "pass"
+
+
+def test_c5_bounds_small():
+    assert sb.below_bound_query(3, lambda m: 1 - m * m).verdict == "unsat"
+    # uniform on 3 atoms: θ = 8/9 = 1 − m², so a bound above it is refuted
+    assert sb.c5_z3_neg_sharp().status == "pass"
+    assert sb.c5_z3_neg_strong().status == "pass"
+
+
+def test_sawtooth_pieces_are_continuous_and_attained():
+    # δ* agrees at the joints 1/3, 2/7, 7/27 (values worked by hand: 1/3, 1/7, 1/9)
+    joints = {F(1, 3): F(1, 3), F(2, 7): F(1, 7), F(7, 27): F(1, 9)}
+    for k in range(3):
+        lo = sb.SAWTOOTH[k][0][0]
+        assert sb.SAWTOOTH[k][1](lo) == sb.SAWTOOTH[k + 1][1](lo) == joints[lo]
+    # m = 3/10: row (3/10, 3/10, 3/10, 1/10), best split {0, 1} vs rest: δ = 1/5 = 4m − 1
+    assert sb.theta_fraction([F(3, 10)] * 3 + [F(1, 10)]) == 1 - F(1, 5) ** 2
+    assert sb.sawtooth_attainment(6, 1).all_unsat()
+    assert sb.sawtooth_lower(4, 0).verdict == "unsat"
+
+
+def test_sawtooth_wrong_piece_is_caught():
+    # δ* 1% too small (so the θ bound is too strong) must be refuted by the same lower-bound query
+    assert sb.sawtooth_lower(4, 0, shrink=F(99, 100)).verdict == "sat"
