@@ -1,0 +1,128 @@
+"""Hypothesis fuzzing: certify's bounds and verify's replay against the exact solver (L ≤ 24)."""
+from fractions import Fraction
+
+import numpy as np
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from certificates.pipeline import certify_batch
+from certificates.verify import check_row
+from numerics.theta import theta_exact
+
+TOLS = (1e-6, 0.0)
+
+
+def _check(row):
+    R = np.asarray(row, dtype=np.float64)[None, :]
+    ex = theta_exact(R[0])
+    gap = ex.delta ** 2
+    for tol in TOLS:
+        c = certify_batch(R, tol)
+        lo, hi = Fraction(c["theta_lo"][0]), Fraction(c["theta_hi"][0])
+        glo, ghi = Fraction(c["gap_lo"][0]), Fraction(c["gap_hi"][0])
+        assert lo <= ex.theta <= hi
+        assert glo <= gap <= ghi
+        if tol == 0.0 and R.shape[1] <= 24:
+            assert c["regime"][0] in (0, 1, 2)
+            assert hi - lo <= Fraction(1, 2**46)           # exact solver or dominant atom: a few dozen ulps
+        rec = {k: float(c[k][0]) for k in ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "row_sum")}
+        rec["regime"] = int(c["regime"][0])
+        rec["mask"] = c["witness"][0].tolist()
+        assert check_row(R[0], rec, Fraction(tol), 12) == []
+
+
+@st.composite
+def bf16_rows(draw):
+    L = draw(st.integers(2, 24))
+    v = draw(st.lists(st.floats(0, 1, allow_nan=False), min_size=L, max_size=L))
+    t = torch.tensor(v, dtype=torch.float64)
+    t = (t / t.sum()) if t.sum() > 0 else torch.ones(L) / L
+    return t.to(torch.bfloat16).double().numpy()
+
+
+@st.composite
+def tie_rows(draw):
+    L = draw(st.integers(2, 24))
+    w = draw(st.lists(st.sampled_from([0, 1, 2, 3, 4]), min_size=L, max_size=L))
+    if sum(w) == 0:
+        w[0] = 1
+    return np.array(w, dtype=np.float64) / sum(w)
+
+
+@st.composite
+def near_half_rows(draw):
+    # integer weights over 2^40 whose best split is off by d ∈ {0, 1, 2}: δ = d/T is tiny
+    a = draw(st.lists(st.integers(1, 2**40), min_size=1, max_size=11))
+    b = draw(st.lists(st.integers(1, 2**40), min_size=1, max_size=11))
+    d = draw(st.integers(0, 2))
+    fix = sum(a) - sum(b) + d
+    if fix > 0:
+        b.append(fix)
+    elif fix < 0:
+        a.append(-fix)
+    w = a + b
+    return np.array(w, dtype=np.float64) * 2.0**-40
+
+
+@st.composite
+def one_hot_rows(draw):
+    L = draw(st.integers(2, 24))
+    k = draw(st.integers(0, L - 1))
+    ex = draw(st.lists(st.integers(20, 1000), min_size=L, max_size=L))
+    zero = draw(st.lists(st.booleans(), min_size=L, max_size=L))
+    row = np.array([0.0 if z else 2.0 ** -e for z, e in zip(zero, ex)])
+    row[k] = 1.0
+    return row
+
+
+@settings(deadline=None)
+@given(bf16_rows())
+def test_fuzz_bfloat16_rows(row):
+    _check(row)
+
+
+@settings(deadline=None)
+@given(tie_rows())
+def test_fuzz_exact_ties(row):
+    _check(row)
+
+
+@settings(deadline=None)
+@given(near_half_rows())
+def test_fuzz_near_half_integer_weights(row):
+    _check(row)
+
+
+@settings(deadline=None)
+@given(one_hot_rows())
+def test_fuzz_one_hot_and_near_one_hot(row):
+    _check(row)
+
+
+def test_theta_one_minus_two_to_minus_78_is_not_rounded_to_one():
+    # non-dominant row: weights 2^38 + 1, 2^38 + 1, 2^38, 2^38 − 1 (total 2^40 + 1); best split off by 1
+    w = [2**38 + 1, 2**38 + 1, 2**38, 2**38 - 1]
+    R = np.array([w], dtype=np.float64) * 2.0**-40
+    c = certify_batch(R, 1e-6)
+    d2 = Fraction(1, (2**40 + 1) ** 2)
+    assert c["theta_lo"][0] < 1.0
+    assert Fraction(c["gap_lo"][0]) <= d2 <= Fraction(c["gap_hi"][0])
+    # the dominant-regime version of the issue's example: θ = 1 − 2^-78 exactly
+    R2 = np.array([[(2.0**39 + 1) * 2.0**-40, (2.0**39 - 1) * 2.0**-40]])
+    c2 = certify_batch(R2, 1e-6)
+    assert c2["theta_lo"][0] < 1.0 and c2["regime"][0] == 0
+    assert Fraction(c2["gap_lo"][0]) <= Fraction(1, 2**78) <= Fraction(c2["gap_hi"][0])
+
+
+def test_long_rows_bounds_contain_exact_and_verify():
+    # rows longer than the exact-solver limit: the top-K upper bound and witnesses, checked exactly
+    rng = np.random.default_rng(0)
+    R = rng.dirichlet(np.full(300, 0.02), size=40)
+    c = certify_batch(R, 1e-6)
+    for i in range(R.shape[0]):
+        rec = {k: float(c[k][i]) for k in ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "row_sum")}
+        rec["regime"] = int(c["regime"][i])
+        rec["mask"] = c["witness"][i].tolist()
+        assert check_row(R[i], rec, Fraction(1e-6), 12) == []
+    assert np.any(c["theta_hi"] < 1) and np.all(c["theta_lo"] > 0)
