@@ -131,7 +131,8 @@ def run_verify(outdir, progress=True, max_report=10, out=sys.stdout):
     problems = []
     sources = []
     for inp in summary["inputs"]:
-        src = io.load_source(inp["path"])
+        path = inp["path"] if os.path.isabs(inp["path"]) else os.path.join(outdir, inp["path"])
+        src = io.load_source(path)
         if src.sha256 != inp["sha256"]:
             problems.append(f"{inp['path']}: sha256 differs from the one certified")
         sources.append(src)

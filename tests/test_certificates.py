@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -51,7 +53,7 @@ def test_verify_accepts_an_honest_certificate(certified):
 
 def _tamper(out, tmp_path, fn):
     import shutil
-    t = tmp_path / "tampered"
+    t = Path(out).parent / f"tampered-{tmp_path.name}"   # a sibling: input paths are relative to OUTDIR
     shutil.copytree(out, t)
     z = dict(np.load(t / "certificates.npz"))
     fn(z)
