@@ -65,9 +65,12 @@ for _c in [
           "For a post-LN sublayer x ↦ LN(x + F(x)), J_post = J_LN(y)(I + J_F(x)) has the left "
           "kernel vector 1/γ per token, hence ‖J_post − I‖₂ ≥ 1.", uses=("C11",), group=_NORM),
     Claim("C14", "LayerNorm projection lemma",
-          "‖J_LN(z)‖₂ ≤ ‖γ‖_∞/√(σ(z)² + eps), with equality exactly when γ is constant and "
-          "d ≥ 3; if σ(z_l)² + eps ≥ c²‖γ_l‖²_∞ with c > 1 at every one of N layers, the "
-          "LayerNorm-only product has norm at most c^(−N).", uses=("C11",), group=_NORM),
+          "‖J_LN(z)‖₂ ≤ ‖γ‖_∞/√(σ(z)² + eps).  Equality holds exactly when some nonzero v "
+          "supported where |γ| is largest is orthogonal to both 1 and the centred input c; a "
+          "constant γ with d ≥ 3 is one such case, but not the only one (MATH.md's 'iff γ is "
+          "constant' is too strong: γ = (2, 2, 2, 1) attains it).  If σ(z_l)² + eps ≥ "
+          "c²‖γ_l‖²_∞ with c > 1 at every one of N layers, the LayerNorm-only product has norm "
+          "at most c^(−N).", uses=("C11",), group=_NORM),
     Claim("C15", "Post-LN chain rule",
           "Through N post-LN sublayers the Jacobian is Π_l J_LN(y_l)(I + J_F_l), and its "
           "LayerNorm-only term Π_l J_LN(y_l) is block-diagonal over tokens.",
