@@ -1,0 +1,120 @@
+"""Command line: ``python -m gpu_experiments {configs,prepare,train,probe,reproduce}``.
+
+    python -m gpu_experiments configs [NAME] [key=value ...]     list / show (dry run: validates)
+    python -m gpu_experiments prepare --source offline|hf [--out DIR]
+    python -m gpu_experiments train --config NAME [--seed N] [--out DIR] [key=value ...]
+    torchrun --nproc_per_node=K -m gpu_experiments train ...
+    python -m gpu_experiments probe --run DIR [--no-certify]
+    python -m gpu_experiments reproduce --config NAME --out DIR [--nproc K] [key=value ...]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+
+def _cfg(name: str, overrides: list[str]):
+    from gpu_experiments import config
+
+    try:
+        return config.apply_overrides(config.get_config(name), overrides)
+    except (KeyError, ValueError) as exc:
+        raise SystemExit(f"error: {exc.args[0] if exc.args else exc}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gpu_experiments")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    c = sub.add_parser("configs", help="list configs, or print one (with overrides) as JSON")
+    c.add_argument("name", nargs="?")
+    c.add_argument("overrides", nargs="*", metavar="key=value")
+
+    p = sub.add_parser("prepare", help="write train.bin/val.bin/meta.json token memmaps")
+    p.add_argument("--source", choices=["offline", "hf"], default="offline")
+    p.add_argument("--out", default=None, help="default: data/offline or data/openwebtext")
+    p.add_argument("--dataset", default="Skylion007/openwebtext", help="HF dataset (with --source hf)")
+    p.add_argument("--stdlib", action="store_true", help="offline: add the stdlib sources to the corpus")
+    p.add_argument("--num-proc", type=int, default=8)
+
+    t = sub.add_parser("train", help="train one seed (single process or under torchrun)")
+    t.add_argument("--config", required=True)
+    t.add_argument("--seed", type=int, default=1)
+    t.add_argument("--out", default=None, help="default: runs/CONFIG/seed-N")
+    t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    t.add_argument("--stop-at", type=int, default=None, help="stop after this step (simulated interruption)")
+    t.add_argument("overrides", nargs="*", metavar="key=value")
+
+    pr = sub.add_parser("probe", help="rows files for each checkpoint, then certify and report")
+    pr.add_argument("--run", required=True)
+    pr.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    pr.add_argument("--no-certify", action="store_true")
+
+    r = sub.add_parser("reproduce", help="seeds -> train -> probe -> certify -> report (resumable)")
+    r.add_argument("--config", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--nproc", type=int, default=1, help="train each seed with torchrun on K local processes")
+    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    r.add_argument("--no-certify", action="store_true")
+    r.add_argument("overrides", nargs="*", metavar="key=value")
+
+    a = ap.parse_args(argv)
+    # DCP warns on every single-process save/load; the situation is intended here.
+    warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+
+    if a.cmd == "configs":
+        from gpu_experiments import config
+
+        if a.name is None:
+            for name, cfg in config.CONFIGS.items():
+                m = cfg.model
+                print(f"{name:10s} layers={m.n_layer} heads={m.n_head} width={m.n_embd} "
+                      f"context={m.block_size} steps={cfg.max_steps} batch_tokens={cfg.batch_tokens}")
+            return 0
+        print(config.dumps(_cfg(a.name, a.overrides)))
+        return 0
+
+    if a.cmd == "prepare":
+        from gpu_experiments import data
+
+        if a.source == "offline":
+            meta = data.prepare_offline(a.out or "data/offline", include_stdlib=a.stdlib)
+        else:
+            meta = data.prepare_hf(a.out or "data/openwebtext", dataset=a.dataset, num_proc=a.num_proc)
+        print(meta)
+        return 0
+
+    if a.cmd == "train":
+        from gpu_experiments import train
+
+        cfg = _cfg(a.config, a.overrides)
+        out = Path(a.out or f"runs/{cfg.name}/seed-{a.seed}")
+        return train.main_train(cfg, a.seed, out, stop_at=a.stop_at, device=a.device)
+
+    if a.cmd == "probe":
+        from gpu_experiments import probe
+
+        run = Path(a.run)
+        try:
+            rows = probe.probe_run(run, device=a.device)
+            if not a.no_certify:
+                probe.certify(rows, run / "certificates", run / "report", device=a.device)
+        except (FileNotFoundError, ValueError, RuntimeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+
+    if a.cmd == "reproduce":
+        from gpu_experiments import config, reproduce
+
+        _cfg(a.config, a.overrides)  # validate before starting anything
+        reproduce.reproduce(a.config, a.out, a.overrides, nproc=a.nproc, device=a.device,
+                            certify=not a.no_certify)
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""CUDA path (auto-skipped without a GPU): bf16 autocast training and probing on the device."""
+import numpy as np
+import pytest
+
+from gpu_experiments import checkpoint, config, data, probe, train
+
+
+@pytest.mark.gpu
+def test_bf16_train_and_probe_on_cuda(tmp_path):
+    data.prepare_offline(tmp_path / "data")
+    cfg = config.apply_overrides(config.get_config("tiny-cpu"), [
+        f"data_dir={tmp_path / 'data'}", "dtype=bfloat16", "max_steps=3", "ckpt_steps=0,3"])
+    recs = train.train(cfg, 1, tmp_path / "run", device="cuda", quiet=True)
+    assert len(recs) == 3 and all(np.isfinite(r["loss"]) for r in recs)
+    ck = checkpoint.latest(tmp_path / "run")
+    tokens = data.probe_batch(cfg.data_dir, cfg.probe_batch, cfg.model.block_size, cfg.probe_seed)
+    q = probe.query_positions(cfg)
+    gpu = probe.probe_checkpoint(cfg, ck, tokens, q, "g", "cuda")["rows"]
+    cpu = probe.probe_checkpoint(config.apply_overrides(cfg, ["dtype=float32"]), ck, tokens, q, "c", "cpu")["rows"]
+    assert np.allclose(gpu.sum(axis=1), 1.0, atol=1e-12)
+    assert np.abs(gpu - cpu).max() < 0.05  # bf16 q, k on the GPU vs float32 on the CPU
