@@ -1,0 +1,246 @@
+"""The local (C9) and global (C10) multi-head attention bounds, with a certified θ.
+
+Derivation of C9 (our words; shared/MATH.md).  Perturb X by E with max_i ‖e_i‖ ≤ 1.
+For head h and row i, with supp(i) the keys row i sees (all j, or j ≤ i if causal):
+
+  d o_i = Σ_j P_ij W_Vᵀe_j + Σ_j dP_ij v_j ,   dP_i = C(p_i) ds_i/τ ,
+  ds_ij = e_iᵀ(W_Q k_j) + (W_K q_i)ᵀ e_j     (q, k include their biases).
+
+* first term: ‖·‖ ≤ ‖W_V‖₂ (C8: a convex combination);
+* second term: 1ᵀC = 0, so Σ_j dP_ij = 0 and (centring) ‖Σ_j dP_ij v_j‖ ≤ ‖dP_i‖₁ r_i with
+  r_i = ½ diam{W_Vᵀx_j : j ∈ supp(i)} (the value bias cancels in differences);
+* C2: ‖C u‖₁ ≤ θ(p_i)·min_c ‖u − c1‖_∞ ≤ θ(p_i)·a_i, where either
+    paper form:    a_i = max_j ‖W_Q k_j‖ + ‖W_K q_i‖                (c = 0), or
+    centred form:  a_i = ½ diam{W_Q k_j : j ∈ supp(i)} + ‖W_K q_i‖   (c = mid-range);
+  the centred form is never larger (½ diam ≤ max norm) and the key bias b_k cancels in it;
+* rows: ‖dy_i‖ ≤ ‖W_O‖₂ √(Σ_h ‖do_i^h‖²).
+Hence ‖J(X)‖_{B→B} ≤ √(d/d_out)·‖W_O‖₂ max_i √(Σ_h (‖W_V^h‖₂ + θ(p_i^h) a_i^h r_i^h/τ)²)
+(for d_out = d this is MATH.md's C9; without biases the paper form is exactly it).
+The bound increases with θ, so an UPPER bound θ_hi ≥ θ(p_true) is needed: p_true is
+the exact softmax of the exact scores, not the float64 row.
+
+C10.  D_R = {max_i RMS(x_i) ≤ R} is convex, so Lip_B ≤ sup_{D_R} ‖J‖_{B→B}.  On D_R:
+θ ≤ 1, ‖x_j‖ ≤ √d R, r ≤ ‖W_V‖√d R, and (centred form) a ≤ 2√d R‖W_Q W_Kᵀ‖₂ + ‖W_K b_q‖:
+  Lip_B ≤ √(d/d_out)‖W_O‖₂ √(Σ_h ‖W_V^h‖₂² (1 + (2dR²‖A^h‖₂ + √d R‖W_K^h b_q^h‖)/τ)²),
+A^h = W_Q^h W_K^{hT}; with b_q = 0 this is MATH.md's C10.  (The paper form adds ‖W_Q b_k‖·√dR/τ.)
+
+Precision contract: bounds are upper bounds, rigorous under the IEEE-754 model for
+the float64 products (γ_n error bounds, valid for every summation order) plus two
+stated assumptions: numpy's float64 exp has relative error ≤ EXP_REL_ERR, and
+LAPACK's σ_max has relative error ≤ SVD_REL_ERR.  Every computed norm is enlarged
+by its propagated error; the final value by FINAL_MARGIN.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .attention import MHAWeights
+from .theta import BRUTE_MAX_L, theta_exact
+
+U = 2.0 ** -53
+EXP_REL_ERR = 1e-13      # assumption: far above any libm/numpy float64 exp error (≤ a few ulp)
+SVD_REL_ERR = 1e-10      # assumption on LAPACK σ_max (backward stable: error ~ n·u·‖A‖)
+FINAL_MARGIN = 1e-10
+TAIL_CUT = -650.0        # logits below max − 650 are bounded as a tail (exp would lose precision)
+TOPK = 10
+
+
+def _gamma(n: int) -> float:
+    return n * U / (1 - n * U)
+
+
+def _up(x):
+    return x * (1 + 1e-6)  # why: error terms are computed in float; 1e-6 ≫ their own γ_n
+
+
+# ----------------------------------------------------------------------------- θ upper bounds
+
+def theta_upper_topk(q: np.ndarray, k: int = TOPK) -> float:
+    """Certified upper bound on θ of the exact normalisation of a nonnegative float64 row.
+
+    Top-k branching (MATH.md): δ ≥ min_{ε₁=1} max(0, |Σ_{i≤k} ε_i p_(i)| − t_k).
+    float64 with an explicit margin (4n + 8)·u on δ, then θ = 1 − δ² rounded up.
+    """
+    q = np.asarray(q, dtype=np.float64)
+    n = int((q > 0).sum())
+    if n <= 1:
+        return 0.0
+    p = np.sort(q[q > 0])[::-1] / q.sum()
+    k = min(k, n)
+    top, tail = p[:k], p[k:].sum()
+    idx = np.arange(1 << (k - 1))
+    signs = np.concatenate([np.ones((idx.size, 1)), 1.0 - 2.0 * ((idx[:, None] >> np.arange(k - 1)) & 1)], axis=1)
+    delta = np.maximum(0.0, np.abs(signs @ top) - tail).min()
+    delta = max(0.0, float(delta) - (4 * n + 8) * U)
+    return min(1.0, 1.0 - delta * delta + 4 * U)
+
+
+def theta_hi_row(z: np.ndarray, err: np.ndarray) -> tuple[float, float]:
+    """(θ_hi, θ_stored) for the row softmax(z_true) where |ẑ_j − z_true_j| ≤ err_j.
+
+    θ_stored is θ of the stored row e_j = exp(ẑ_j − max ẑ) (exact rational θ via
+    theta_exact for ≤ BRUTE_MAX_L atoms, top-k upper bound otherwise).  θ_hi adds
+    2·D (C6: θ is 2-Lipschitz in ℓ1), D ≥ ‖e/Σe − p_true‖₁:  each stored entry
+    equals exp(z_true_j − c)·ρ_j with |log ρ_j| ≤ η_j = err_j + u|ẑ_j − m̂| + 1.01·EXP_REL_ERR,
+    so D ≤ e^{2η} − 1 on the body plus twice the tail mass (logits < m̂ − 650).
+    Entries with ẑ = −inf are outside the support (causal mask) and exact zeros.
+    """
+    sup = np.isfinite(z)
+    if not sup.any():
+        raise ValueError("attention row has no finite logit")
+    zs, es = z[sup], err[sup]
+    if not np.isfinite(es).all():
+        return 1.0, 1.0
+    jm = int(np.argmax(zs))
+    t = zs - zs[jm]
+    body = t >= TAIL_CUT
+    e = np.exp(t[body])
+    eta = float(np.max(es[body] + U * np.abs(t[body]) + 1.01 * EXP_REL_ERR))
+    tail_mass = float(np.sum(np.exp(t[~body] * (1 - U) + es[~body] + es[jm]))) if (~body).any() else 0.0
+    D = math.expm1(2 * eta) * (1 + 1e-6) + 2 * tail_mass
+    if e.size <= BRUTE_MAX_L:
+        r = theta_exact(e)
+        th = float(r.theta)
+        th = math.nextafter(th, math.inf) if th < 1 else 1.0
+    else:
+        th = theta_upper_topk(e)
+    return min(1.0, th + 2 * D), th
+
+
+# ----------------------------------------------------------------------------- float64 pieces
+
+def _heads(X: np.ndarray, w: MHAWeights):
+    """Scores ẑ = S/τ with elementwise error bounds, and the vectors C9 needs, per head."""
+    L, d = X.shape
+    dk = w.W_Q.shape[2]
+    aX = np.abs(X)
+    out = []
+    for h in range(w.H):
+        Wq, Wk, Wv = w.W_Q[h], w.W_K[h], w.W_V[h]
+        bq = np.zeros(dk) if w.b_q is None else w.b_q[h]
+        bk = np.zeros(dk) if w.b_k is None else w.b_k[h]
+        Q, K = X @ Wq + bq, X @ Wk + bk
+        eQ = _up(_gamma(d + 1) * (aX @ np.abs(Wq) + np.abs(bq)))
+        eK = _up(_gamma(d + 1) * (aX @ np.abs(Wk) + np.abs(bk)))
+        S = Q @ K.T
+        Z = S / w.tau
+        aQ, aK = np.abs(Q), np.abs(K)
+        eS = _gamma(dk) * (aQ @ aK.T) + eQ @ aK.T + aQ @ eK.T + eQ @ eK.T
+        eZ = _up(eS / w.tau * (1 + U) + U * np.abs(Z))
+        # u_j = W_Q k_j and g_i = W_K q_i (rows), v_j = W_Vᵀ x_j, each with a row error norm.
+        Uv = K @ Wq.T
+        eU = _up(_gamma(dk) * (aK @ np.abs(Wq).T) + eK @ np.abs(Wq).T)
+        G = Q @ Wk.T
+        eG = _up(_gamma(dk) * (aQ @ np.abs(Wk).T) + eQ @ np.abs(Wk).T)
+        V = X @ Wv
+        eV = _up(_gamma(d) * (aX @ np.abs(Wv)))
+        out.append(dict(Z=Z, eZ=eZ, U=Uv, eU=np.linalg.norm(eU, axis=1), G=G,
+                        eG=np.linalg.norm(eG, axis=1), V=V, eV=np.linalg.norm(eV, axis=1)))
+    return out
+
+
+def _row_norm_up(A: np.ndarray, err: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(A, axis=1) * (1 + _gamma(A.shape[1] + 2)) + err
+
+
+def _prefix(vals: np.ndarray, causal: bool) -> np.ndarray:
+    return np.maximum.accumulate(vals) if causal else np.full_like(vals, vals.max())
+
+
+def _diam_up(A: np.ndarray, err: np.ndarray, causal: bool) -> np.ndarray:
+    """Upper bounds on diam{true a_j : j ∈ supp(i)} for every row i."""
+    L, n = A.shape
+    g = (A * A).sum(axis=1)
+    D2 = g[:, None] + g[None, :] - 2 * (A @ A.T)
+    # Gram-route rounding: |error| ≤ (γ_n + 3u)·2(g_i + g_j), generously.
+    D2 = D2 + 2.2 * (_gamma(n) + 4 * U) * (g[:, None] + g[None, :])
+    D = np.sqrt(np.maximum(D2, 0.0)) * (1 + 2 * U) + err[:, None] + err[None, :]
+    if causal:
+        per_row = np.where(np.tril(np.ones((L, L), dtype=bool)), D, 0.0).max(axis=1)
+        return np.maximum.accumulate(per_row)
+    return np.full(L, D.max())
+
+
+def spectral_up(A: np.ndarray) -> float:
+    """σ_max(A) enlarged by SVD_REL_ERR (float64 LAPACK; see module contract)."""
+    A = np.asarray(A, dtype=np.float64)
+    if A.size == 0:
+        return 0.0
+    return float(np.linalg.norm(A, 2)) * (1 + SVD_REL_ERR)
+
+
+@dataclass
+class C9Result:
+    bound: float               # the upper bound on ‖J(X)‖_{B→B}
+    per_row: np.ndarray        # (L,) the bound's value for each output row
+    theta: np.ndarray          # (H, L) θ values used (θ_hi, θ_stored, 1, or as given)
+    theta_stored: np.ndarray   # (H, L) θ of the stored float64 rows
+    a: np.ndarray              # (H, L)
+    r: np.ndarray              # (H, L)
+
+
+def c9_bound(X, w: MHAWeights, *, theta="certified", form: str = "centred",
+             theta_scale: float = 1.0) -> C9Result:
+    """C9 at X.  theta: "certified" (θ_hi, a valid upper bound), "stored" (θ of the
+    float64 row, not certified), "one" (θ := 1, the bound without the θ factor) or an
+    (H, L) array.  form: "paper" or "centred" (see module docstring).  theta_scale
+    multiplies θ (negative controls only: < 1 gives a deliberately wrong bound).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != w.d:
+        raise ValueError(f"c9_bound: X has shape {X.shape}, expected (L, {w.d})")
+    if not np.isfinite(X).all():
+        raise ValueError("c9_bound: X has non-finite entries")
+    if form not in ("paper", "centred"):
+        raise ValueError(f"unknown form {form!r}")
+    L = X.shape[0]
+    heads = _heads(X, w)
+    causal = w.causal
+    tril = np.tril(np.ones((L, L), dtype=bool))
+    th_used = np.zeros((w.H, L))
+    th_st = np.zeros((w.H, L))
+    A = np.zeros((w.H, L))
+    R = np.zeros((w.H, L))
+    total = np.zeros(L)
+    for h, hd in enumerate(heads):
+        Z = np.where(tril, hd["Z"], -np.inf) if causal else hd["Z"]
+        for i in range(L):
+            hi, st = theta_hi_row(Z[i], hd["eZ"][i])
+            th_st[h, i] = st
+            if isinstance(theta, str):
+                th_used[h, i] = {"certified": hi, "stored": st, "one": 1.0}[theta]
+        if not isinstance(theta, str):
+            th_used[h] = np.asarray(theta, dtype=np.float64)[h]
+        gnorm = _row_norm_up(hd["G"], hd["eG"])
+        if form == "paper":
+            first = _prefix(_row_norm_up(hd["U"], hd["eU"]), causal)
+        else:
+            first = 0.5 * _diam_up(hd["U"], hd["eU"], causal)
+        A[h] = first + gnorm
+        R[h] = 0.5 * _diam_up(hd["V"], hd["eV"], causal)
+        term = spectral_up(w.W_V[h]) + theta_scale * th_used[h] * A[h] * R[h] / w.tau
+        total += term * term
+    per_row = spectral_up(w.W_O) * np.sqrt(total) * math.sqrt(w.d / w.d_out) * (1 + FINAL_MARGIN)
+    return C9Result(float(per_row.max()), per_row, th_used, th_st, A, R)
+
+
+def c10_bound(w: MHAWeights, R: float, *, form: str = "centred") -> float:
+    """C10: Lipschitz constant in ‖·‖_B on D_R, independent of L (upper bound; see contract)."""
+    if not (R >= 0 and math.isfinite(R)):
+        raise ValueError(f"c10_bound: radius R must be finite and ≥ 0, got {R!r}")
+    d = w.d
+    s = 0.0
+    for h in range(w.H):
+        An = spectral_up(w.W_Q[h] @ w.W_K[h].T)
+        bq = 0.0 if w.b_q is None else float(np.linalg.norm(w.W_K[h] @ w.b_q[h])) * (1 + 1e-12)
+        extra = bq
+        if form == "paper":
+            extra += 0.0 if w.b_k is None else float(np.linalg.norm(w.W_Q[h] @ w.b_k[h])) * (1 + 1e-12)
+        elif form != "centred":
+            raise ValueError(f"unknown form {form!r}")
+        f = 1 + (2 * d * R * R * An + math.sqrt(d) * R * extra) / w.tau
+        s += (spectral_up(w.W_V[h]) * f) ** 2
+    return spectral_up(w.W_O) * math.sqrt(s) * math.sqrt(d / w.d_out) * (1 + FINAL_MARGIN)
