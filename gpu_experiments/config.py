@@ -95,8 +95,8 @@ CONFIGS: dict[str, RunConfig] = {
     "small-cpu": RunConfig(
         name="small-cpu",
         model=GPTConfig(n_layer=6, n_head=4, n_embd=256, block_size=256, vocab_size=_BYTE_VOCAB),
-        lr=1e-3, warmup_steps=30, lr_decay_steps=300, max_steps=300, batch_tokens=2048,
-        micro_batch=8, dtype="float32", peak_tflops=0.0, ckpt_steps=(0, 30, 100, 300),
+        lr=1e-3, warmup_steps=30, lr_decay_steps=600, max_steps=600, batch_tokens=4096,
+        micro_batch=8, dtype="float32", peak_tflops=0.0, ckpt_steps=(0, 20, 60, 200, 600),
         log_every=10, probe_batch=4, probe_queries=8),
 }
 

@@ -151,7 +151,7 @@ def probe_run(run_dir: str | Path, device: str = "cpu", quiet: bool = False) -> 
         if not dest.exists():
             arrs = probe_checkpoint(cfg, ck, tokens, queries, run_name, device)
             tmp = rows_dir / f"step-{step}.tmp.npz"
-            np.savez(tmp, **arrs)
+            np.savez_compressed(tmp, **arrs)  # causal zero padding compresses away
             os.replace(tmp, dest)
             conc = [c for c in conc if c["step"] != step] + _concentration(arrs)
             conc_path.write_text(json.dumps(sorted(conc, key=lambda c: (c["step"], c["layer"])), indent=1))
