@@ -157,6 +157,32 @@ def probe_gpt(post_ln: bool, n_tokens: int = 256, seed: int = 0, n_layer: int = 
                     post_ln=post_ln)  # byte ids: a 256-entry vocabulary suffices
     model = GPT(cfg).double().eval()
     ids = list(corpus_text().encode()[:n_tokens])
+    return _probe_gpt_model(model, ids, post_ln)
+
+
+def probe_gpt_checkpoint(ckpt, n_tokens: int = 256):
+    """The same measurement on a trained gpu_experiments checkpoint ``RUN/step-N``.
+
+    Tokens: the first ``n_tokens`` of the run's held-out split (the probe data),
+    evaluated in float64.  Returns (config, stats, product or None for pre-LN).
+    """
+    from pathlib import Path
+
+    from . import checkpoint, data
+    from .model import GPT
+    from .probe import run_config
+    ckpt = Path(ckpt)
+    cfg = run_config(ckpt.parent)
+    model = GPT(cfg.model)
+    checkpoint.load_model_weights(ckpt, model)
+    model = model.double().eval()
+    n = min(n_tokens, cfg.model.block_size)
+    ids = [int(t) for t in data.load_tokens(cfg.data_dir, "val")[:n]]
+    stats, prod = _probe_gpt_model(model, ids, cfg.model.post_ln)
+    return cfg, stats, prod
+
+
+def _probe_gpt_model(model, ids, post_ln: bool):
     recs: dict[str, list] = {}
     hooks = []
     for name, mod in model.named_modules():
@@ -202,6 +228,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpu_experiments.postln_probe", description=__doc__.split("\n")[0])
     ap.add_argument("--tokens", type=int, default=252, help="WordPiece tokens of text (windows of 126)")
     ap.add_argument("--contrast", action="store_true", help="also probe random-init pre-LN/post-LN GPT-2")
+    ap.add_argument("--checkpoint", nargs="+", metavar="RUN/step-N", default=[],
+                    help="also probe trained gpu_experiments checkpoints (pre-LN or post-LN), "
+                         "on the first tokens of the run's held-out split")
     args = ap.parse_args(argv)
     from .minilm import ModelUnavailable
     try:
@@ -218,6 +247,13 @@ def main(argv=None) -> int:
             print(format_table(f"random-init GPT-2-style {'post' if post else 'pre'}-LN, 6 layers, width 384", st))
             if prod:
                 print(format_product("LayerNorm-only product over the 12 block norms", prod))
+    for ck in args.checkpoint:
+        cfg, st, prod = probe_gpt_checkpoint(ck, min(args.tokens, 256))
+        kind = "post" if cfg.model.post_ln else "pre"
+        print()
+        print(format_table(f"trained {cfg.name} {kind}-LN checkpoint {ck}", st))
+        if prod:
+            print(format_product(f"LayerNorm-only product over the {2 * cfg.model.n_layer} block norms", prod))
     return 0
 
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from .attention import MHAWeights
 from .theta import BRUTE_MAX_L, theta_exact
+from .theta_bounds import topk_delta_lower
 
 U = 2.0 ** -53
 EXP_REL_ERR = 1e-13      # assumption: far above any libm/numpy float64 exp error (≤ a few ulp)
@@ -61,21 +62,17 @@ def _up(x):
 def theta_upper_topk(q: np.ndarray, k: int = TOPK) -> float:
     """Certified upper bound on θ of the exact normalisation of a nonnegative float64 row.
 
-    Top-k branching (MATH.md): δ ≥ min_{ε₁=1} max(0, |Σ_{i≤k} ε_i p_(i)| − t_k).
-    float64 with an explicit margin (4n + 8)·u on δ, then θ = 1 − δ² rounded up.
+    Top-k branching (MATH.md) through the outward-rounded kernel of
+    :func:`numerics.theta_bounds.topk_delta_lower` (δ_lo ≤ δ), then θ ≤ 1 − δ_lo²
+    rounded up.
     """
     q = np.asarray(q, dtype=np.float64)
-    n = int((q > 0).sum())
-    if n <= 1:
+    if int((q > 0).sum()) <= 1:
         return 0.0
-    p = np.sort(q[q > 0])[::-1] / q.sum()
-    k = min(k, n)
-    top, tail = p[:k], p[k:].sum()
-    idx = np.arange(1 << (k - 1))
-    signs = np.concatenate([np.ones((idx.size, 1)), 1.0 - 2.0 * ((idx[:, None] >> np.arange(k - 1)) & 1)], axis=1)
-    delta = np.maximum(0.0, np.abs(signs @ top) - tail).min()
-    delta = max(0.0, float(delta) - (4 * n + 8) * U)
-    return min(1.0, 1.0 - delta * delta + 4 * U)
+    d_lo, _, _ = topk_delta_lower(q[None, :], K=k)
+    d = float(d_lo[0])
+    sq = math.nextafter(d * d, 0.0) if d > 0 else 0.0        # ≤ δ_lo²
+    return min(1.0, math.nextafter(1.0 - sq, math.inf))
 
 
 def theta_hi_row(z: np.ndarray, err: np.ndarray) -> tuple[float, float]:

@@ -42,6 +42,8 @@ def render_markdown(evidence: dict[str, list[Evidence]], statuses: dict[str, str
             group = c.group
             out += [f"## {group}", ""]
         out += [f"### {cid} — {c.title}", "", f"**Status: {_BADGE[statuses[cid]]}**", "", c.statement, ""]
+        if c.notes:
+            out += [c.notes, ""]
         if c.uses:
             out += ["Uses: " + ", ".join(f"{u} ({statuses[u]})" for u in c.uses), ""]
         evs = evidence.get(cid, [])

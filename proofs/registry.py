@@ -36,6 +36,8 @@ class Claim:
     # What the checks do not cover and is taken on trust (shown on the dashboard).
     assumes: tuple[str, ...] = ()
     group: str = ""
+    # Commentary shown on the dashboard (e.g. how a CPU-scale result relates to the paper's).
+    notes: str = ""
 
 
 @dataclass
