@@ -53,9 +53,12 @@ def run(tier: str, only: list[str] | None, progress: bool = True) -> dict[str, l
     return evidence
 
 
-def print_table(evidence: dict[str, list[Evidence]], statuses: dict[str, str], out=sys.stdout) -> None:
+def print_table(evidence: dict[str, list[Evidence]], statuses: dict[str, str], out=sys.stdout,
+                only: list[str] | None = None) -> None:
     rows = [("claim", "status", "check", "method", "neg", "result", "secs", "scope")]
     for cid in CLAIMS:
+        if only and cid not in only:
+            continue
         evs = evidence.get(cid, [])
         if not evs:
             rows.append((cid, statuses[cid], "-", "-", "", "", "", "no check run"))
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     evidence = run(args.tier, args.only)
     statuses = claim_statuses(evidence)
     seconds = time.perf_counter() - t0
-    print_table(evidence, statuses)
+    print_table(evidence, statuses, only=args.only)
     n_fail = sum(e.status == "fail" for evs in evidence.values() for e in evs)
     n_checks = sum(len(evs) for evs in evidence.values())
     counts = {s: sum(v == s for v in statuses.values()) for s in ("pass", "partial", "unchecked", "fail")}

@@ -112,6 +112,8 @@ def check(claim: str, method: str, *, scope: str, negative_control: bool = False
 
     def deco(func):
         CHECKS.append(Check(claim, name or func.__name__, method, func, negative_control, tier, scope))
+        # A stable order whatever imported the check modules first: by module, then by line.
+        CHECKS.sort(key=lambda c: (c.func.__module__, c.func.__code__.co_firstlineno))
         return func
 
     return deco

@@ -200,6 +200,52 @@ def c6_zero_atoms(tier):
                    f"{checked} padded rows, θ unchanged in all; violations: {bad}", checked=checked, violations=bad)
 
 
+def _lipschitz_worst(grid: dict[int, int]) -> tuple[Fraction, int]:
+    """max |θ(p) − θ(q)| / ‖p − q‖₁ over grid neighbours (one unit of mass moved), and #pairs.
+
+    Grid neighbours are enough: any two grid points are joined by a path of unit
+    moves whose ℓ1 lengths add up to their distance, so the ratio over all pairs
+    is at most the ratio over neighbours (triangle inequality).
+    """
+    worst, pairs = Fraction(0), 0
+    for L, n in grid.items():
+        cache = {}
+
+        def th(k):
+            key = tuple(sorted(k, reverse=True))   # θ is permutation invariant
+            if key not in cache:
+                cache[key] = scaled_theta(key)
+            return cache[key]
+
+        for k in compositions(n, L):
+            for i in range(L):
+                if k[i] == 0:
+                    continue
+                for j in range(L):
+                    if j != i:
+                        q = list(k)
+                        q[i] -= 1
+                        q[j] += 1
+                        pairs += 1
+                        # n²|Δθ| / (n · 2/n · n) : the move has ℓ1 length 2/n.
+                        worst = max(worst, Fraction(abs(th(k) - th(q)), 2 * n))
+    return worst, pairs
+
+
+@check("C6", "exact", scope="every pair of neighbouring grid points, L ≤ 4 (n = 24, 16, 12): "
+       "|θ(p) − θ(q)| ≤ 2‖p − q‖₁")
+def c6_lipschitz_grid(tier):
+    worst, pairs = _lipschitz_worst({2: 24, 3: 16, 4: 12} if tier == "quick" else {2: 60, 3: 30, 4: 20, 5: 12})
+    return verdict(worst <= 2, "L ≤ 4 grids", f"largest |Δθ|/‖Δp‖₁ over {pairs} neighbouring pairs is "
+                   f"{worst} (≤ 2; the supremum 2 is approached next to one-hot rows)", pairs=pairs, worst=str(worst))
+
+
+@check("C6", "exact", negative_control=True, scope="same grids: the too-strong constant 1 (θ 1-Lipschitz)")
+def c6_lipschitz_negative(tier):
+    worst, pairs = _lipschitz_worst({2: 24, 3: 16, 4: 12})
+    return refuted(worst > 1, "L ≤ 4 grids", f"ratio {worst} > 1 found" if worst > 1 else "", worst=str(worst))
+
+
 @check("C7", "exact", scope="every subset of every grid point L ≤ 5, normalised and scaled by 1/2, 3")
 def c7_grid(tier):
     checked = bad = tight = 0
