@@ -184,7 +184,7 @@ def validate(R: np.ndarray, path: str, offset: int, max_sum_defect: float | None
         if rows_bad.any():
             r = int(np.argmax(rows_bad))
             c = int(np.argmax(bad[r]))
-            raise InputError(path, f"{what} {R[r, c]!r} at position {c}", offset + r)
+            raise InputError(path, f"{what} {float(R[r, c])!r} at position {c}", offset + r)
     s = R.sum(axis=1)
     zero = ~(R > 0).any(axis=1)
     if zero.any():
