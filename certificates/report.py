@@ -99,12 +99,21 @@ def _fig_heatmap(cert, meta, path):
             sel = (meta["layer"] == la) & (meta["step"] == s)
             if sel.any():
                 H[a, b] = np.median(cert["theta_lo"][sel])
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    im = ax.imshow(H, aspect="auto", origin="lower", cmap="viridis", vmin=np.nanmin(H), vmax=1.0)
+    # Medians sit within 1e-6 of 1 for diffuse rows, where a linear colour scale only shows an
+    # offset; the colour is log10 of the gap 1 − median θ_lo instead (lower = closer to 1).
+    G = np.log10(np.clip(1.0 - H, 1e-17, None))
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    im = ax.imshow(G, aspect="auto", origin="lower", cmap="viridis_r")
+    if H.size <= 150:
+        for (a, b), v in np.ndenumerate(H):
+            if np.isfinite(v):
+                ax.text(b, a, f"{v:.4f}" if v < 0.9999 else f"1−{1 - v:.0e}", ha="center", va="center",
+                        fontsize=6, color="white" if G[a, b] > np.nanmedian(G) else "black")
     ax.set_xticks(range(steps.size), [str(s) for s in steps], rotation=45, fontsize=7)
     ax.set_yticks(range(layers.size), [str(v) for v in layers], fontsize=6)
-    ax.set_xlabel("checkpoint (step)"), ax.set_ylabel("layer"), ax.set_title("median θ_lo")
-    fig.colorbar(im, ax=ax)
+    ax.set_xlabel("checkpoint (step)"), ax.set_ylabel("layer")
+    ax.set_title("median θ_lo by layer × checkpoint")
+    fig.colorbar(im, ax=ax, label="log10(1 − median θ_lo)")
     fig.tight_layout(), fig.savefig(path, dpi=110), plt.close(fig)
     return True
 
