@@ -81,6 +81,14 @@ def run_certify(paths, outdir, tolerance=DEFAULT_TOLERANCE, device="cpu",
     """
     if not (tolerance >= 0 and np.isfinite(tolerance)):
         raise io.InputError("--tolerance", f"must be a finite number ≥ 0, got {tolerance}")
+    if not max_sum_defect >= 0:   # NaN or negative would silently disable or break the check
+        raise io.InputError("--max-sum-defect", f"must be a number ≥ 0 (inf allowed), got {max_sum_defect}")
+    out_abs = os.path.abspath(outdir)
+    if os.path.exists(out_abs) and not os.path.isdir(out_abs):
+        raise io.InputError(outdir, "OUTDIR exists and is not a directory")
+    if os.path.isdir(out_abs) and os.listdir(out_abs) and \
+            not os.path.exists(os.path.join(out_abs, "certificates.npz")):
+        raise io.InputError(outdir, "OUTDIR exists and is not a certificate directory; refusing to replace it")
     backend = backend or ("torch" if device.startswith("cuda") else "numpy")
     if device.startswith("cuda"):
         import torch

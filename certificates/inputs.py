@@ -61,6 +61,19 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
+# Squares of row totals must stay finite in the float64 kernels (2^500 squared is < 2^1024).
+MAX_ROW_SUM = 2.0 ** 500
+
+
+def _meta_to_numpy(v):
+    """Metadata tensors of any dtype (layer, head, step …) as numpy; no float requirement."""
+    import torch
+    t = v.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.to(torch.float32)
+    return t.numpy()
+
+
 def _torch_to_numpy(path, t):
     import torch
     if not isinstance(t, torch.Tensor):
@@ -144,8 +157,11 @@ def load_source(path: str) -> Source:
     for k, v in arrays.items():
         if k in META_KEYS_SKIP:
             continue
-        a, _ = _as_numpy(path, k, v) if hasattr(v, "detach") or isinstance(v, np.ndarray) else (None, "")
-        if a is None:
+        if hasattr(v, "detach"):
+            a = _meta_to_numpy(v)
+        elif isinstance(v, np.ndarray):
+            a = v
+        else:
             continue
         if a.ndim == 0:
             meta[k] = np.full(n, a.item())          # a scalar tag (e.g. run, step) applies to every row
@@ -185,7 +201,13 @@ def validate(R: np.ndarray, path: str, offset: int, max_sum_defect: float | None
             r = int(np.argmax(rows_bad))
             c = int(np.argmax(bad[r]))
             raise InputError(path, f"{what} {float(R[r, c])!r} at position {c}", offset + r)
-    s = R.sum(axis=1)
+    with np.errstate(over="ignore"):
+        s = R.sum(axis=1)
+    big = ~(s <= MAX_ROW_SUM)
+    if big.any():
+        r = int(np.argmax(big))
+        raise InputError(path, f"row sum {s[r]:.6g} exceeds {MAX_ROW_SUM:.3g}, beyond the certified float64 "
+                               "kernels; rescale the row (θ does not depend on scale)", offset + r)
     zero = ~(R > 0).any(axis=1)
     if zero.any():
         raise InputError(path, "all-zero row (no positive mass)", offset + int(np.argmax(zero)))

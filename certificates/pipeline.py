@@ -99,6 +99,15 @@ def certify_batch(R: np.ndarray, tolerance: float, backend: str = "numpy", devic
     """
     n, L = R.shape
     exact_max = exact_max_atoms() if exact_max is None else exact_max
+    _, _, row_sum = tb.total_bounds(R)
+    # θ is scale-invariant, and the error bounds of the float kernels need squares of row
+    # totals that neither underflow nor overflow: bring each row whose largest entry is
+    # below 1 up to [1, 2) by an exact power of two (scaling up never rounds).  Rows are
+    # validated to have sums ≤ MAX_ROW_SUM, so squares stay finite.
+    _, e = np.frexp(R.max(axis=1))
+    k = np.where(e < 1, 1 - e, 0)
+    if k.any():
+        R = np.ldexp(R, k[:, None])
     st = _State(n, L)
     if backend == "torch":
         import torch
@@ -170,7 +179,7 @@ def certify_batch(R: np.ndarray, tolerance: float, backend: str = "numpy", devic
     with np.errstate(divide="ignore", invalid="ignore"):
         p_max = m / T
     return dict(theta_lo=st.lo, theta_hi=st.hi, gap_lo=st.gap_lo, gap_hi=st.gap_hi,
-                p_max=p_max, regime=regime, witness=st.M, row_sum=T)
+                p_max=p_max, regime=regime, witness=st.M, row_sum=row_sum)
 
 
 def entropy(R: np.ndarray) -> np.ndarray:

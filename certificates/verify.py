@@ -141,6 +141,12 @@ def run_verify(outdir, progress=True, max_report=10, out=sys.stdout):
     missing = [k for k in need if k not in cert]
     if missing or any(cert[k].shape[0] != N for k in need):
         raise io.InputError(outdir, f"certificates.npz lacks arrays or rows: missing {missing}")
+    # The fixed format, exactly: a wider float would be rounded by float() below, a float
+    # regime truncated by int().
+    want = {k: "float64" for k in ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "row_sum")}
+    want.update(regime="int8", witness="uint8")
+    problems += [f"certificates.npz: {k} has dtype {cert[k].dtype}, the format requires {d}"
+                for k, d in want.items() if cert[k].dtype != np.dtype(d)]
     tol = Fraction(summary["tolerance"])
     K = int(summary["topk_K"])
     Lmax = int(summary["L_max"])

@@ -104,7 +104,7 @@ def theta_hi_row(z: np.ndarray, err: np.ndarray) -> tuple[float, float]:
         th = math.nextafter(th, math.inf) if th < 1 else 1.0
     else:
         th = theta_upper_topk(e)
-    return min(1.0, th + 2 * D), th
+    return min(1.0, math.nextafter(th + 2 * D, math.inf)), th   # the sum rounded up
 
 
 # ----------------------------------------------------------------------------- float64 pieces
@@ -224,6 +224,13 @@ def c9_bound(X, w: MHAWeights, *, theta="certified", form: str = "centred",
     return C9Result(float(per_row.max()), per_row, th_used, th_st, A, R)
 
 
+def _prod_norm_up(A: np.ndarray, b: np.ndarray) -> float:
+    """Upper bound on ‖A b‖₂ including the rounding of the float product and of the norm."""
+    n = A.shape[1]
+    return _up(float(np.linalg.norm(A @ b)) * (1 + _gamma(n + 2))
+               + _gamma(n + 2) * float(np.linalg.norm(np.abs(A) @ np.abs(b))))
+
+
 def c10_bound(w: MHAWeights, R: float, *, form: str = "centred") -> float:
     """C10: Lipschitz constant in ‖·‖_B on D_R, independent of L (upper bound; see contract)."""
     if not (R >= 0 and math.isfinite(R)):
@@ -231,11 +238,14 @@ def c10_bound(w: MHAWeights, R: float, *, form: str = "centred") -> float:
     d = w.d
     s = 0.0
     for h in range(w.H):
-        An = spectral_up(w.W_Q[h] @ w.W_K[h].T)
-        bq = 0.0 if w.b_q is None else float(np.linalg.norm(w.W_K[h] @ w.b_q[h])) * (1 + 1e-12)
+        Wq, Wk = w.W_Q[h], w.W_K[h]
+        # The float products carry rounding error; |fl(AB) − AB| ≤ γ_k |A||B| entrywise, and
+        # the spectral norm of that error is at most its Frobenius norm.
+        An = spectral_up(Wq @ Wk.T) + _up(_gamma(Wq.shape[1] + 2) * np.linalg.norm(np.abs(Wq) @ np.abs(Wk).T))
+        bq = 0.0 if w.b_q is None else _prod_norm_up(Wk, w.b_q[h])
         extra = bq
         if form == "paper":
-            extra += 0.0 if w.b_k is None else float(np.linalg.norm(w.W_Q[h] @ w.b_k[h])) * (1 + 1e-12)
+            extra += 0.0 if w.b_k is None else _prod_norm_up(Wq, w.b_k[h])
         elif form != "centred":
             raise ValueError(f"unknown form {form!r}")
         f = 1 + (2 * d * R * R * An + math.sqrt(d) * R * extra) / w.tau

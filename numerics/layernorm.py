@@ -335,7 +335,9 @@ def rho_enclosure(x, gamma, eps: float):
     """Rigorous ``(lo, hi)`` of ``ρ = √(σ² + eps)/‖γ‖_∞`` per row.  Outward-rounded."""
     (s2lo, s2hi), _ = s2_enclosure(x, eps)
     g = float(np.max(np.abs(np.asarray(gamma, dtype=np.float64))))
-    return _dn(_dn(np.sqrt(s2lo)) / g), _up(_up(np.sqrt(s2hi)) / g)
+    # s2lo ≤ 0 (variance below float resolution, eps = 0): only ρ ≥ 0 is certain
+    lo = np.where(s2lo > 0, _dn(_dn(np.sqrt(np.maximum(s2lo, 0.0))) / g), 0.0)
+    return lo, _up(_up(np.sqrt(s2hi)) / g)
 
 
 def _count_above_interval(c, s2, D, lam, d):
@@ -366,17 +368,24 @@ def ln_spectral_norm_enclosure(x, gamma, eps: float, rel: float = 1e-9):
     """Certified ``(lo, hi, certified)`` for ``‖J_LN(x)‖₂`` per row of x (shape (n, d)).
 
     x, gamma, eps are taken at their exact float64 values.  ``hi`` is always a
-    rigorous upper bound (at worst the C14 bound, outward-rounded); ``lo`` is a
-    rigorous lower bound (0 where not certified).  ``certified[k]`` is True when
-    both bounds came from the exact Haynsworth count at λ(1 ± rel) with every
-    sign decided in outward-rounded interval arithmetic.
+    rigorous upper bound (at worst the C14 bound, outward-rounded; ``inf`` where
+    the enclosure of σ² + eps reaches 0, e.g. eps = 0 and a variance below float
+    resolution); ``lo`` is a rigorous lower bound (0 where not certified); neither
+    is ever NaN.  ``certified[k]`` is True when both bounds came from the exact
+    Haynsworth count at λ(1 ± rel) with every sign decided in outward-rounded
+    interval arithmetic (never where σ² + eps is not certified positive).
     """
     x = np.atleast_2d(np.asarray(x, dtype=np.float64))
     gamma = np.asarray(gamma, dtype=np.float64)
     _check(x, gamma, eps)
     d = x.shape[-1]
-    est = ln_spectral_norm(x, gamma, eps)
     (s2lo, s2hi), c = s2_enclosure(x, eps)
+    pos = s2lo > 0  # rows where s² is certified positive; elsewhere hi = inf, lo = 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        est = ln_spectral_norm(x, gamma, eps)
+    est = np.where(pos & np.isfinite(est), est, 0.0)
+    # placeholder s² = [1, 1] on those rows (results overridden below) keeps the interval code finite
+    s2lo, s2hi = np.where(pos, s2lo, 1.0), np.where(pos, s2hi, 1.0)
     D = _isq(_pt(gamma))
     lam = est * est * 0.5 * (s2lo + s2hi)  # estimate of λ_max(A)
     lam_hi, lam_lo = lam * (1 + rel), lam * (1 - rel)
@@ -389,4 +398,6 @@ def ln_spectral_norm_enclosure(x, gamma, eps: float, rel: float = 1e-9):
     hi = np.minimum(hi, c14)
     ok_lo = n_lo >= 1
     lo = np.where(ok_lo, _dn(np.sqrt(np.maximum(_dn(lam_lo / s2hi), 0.0))), 0.0)
-    return lo, hi, ok_hi & ok_lo
+    hi = np.where(pos, hi, np.inf)
+    lo = np.where(pos, lo, 0.0)
+    return lo, hi, ok_hi & ok_lo & pos

@@ -84,7 +84,8 @@ for _c in [
           "In pre-LN GPT-2 early training, mean p_max rises and mean entropy falls from the "
           "first to the last checkpoint, per run and per layer.", notes="CPU scale: `small-cpu` (pre-LN GPT-2, 6 layers, width 256, context 256, byte-level tokens of Python's own documentation), 600 updates of 4096 tokens, 3 seeds, probed at steps 0, 20, 60, 200, 600; see results/README.md. Agrees with the paper: every layer of every seed concentrates. Scale: 2.5 M training tokens is about 0.05 % of one 774M run's budget, so the concentration seen here is the very start of the trend the paper reports.",
           group=_EMP,
-          assumes=("measured at CPU scale, not on the paper's 774M runs",)),
+          assumes=("measured at CPU scale, not on the paper's 774M runs",
+                   "the paper's 'substantially' is not quantified: the check requires a strict rise of p_max and fall of entropy and reports their sizes")),
     Claim("E2", "Median θ certificate stays near one",
           "At every sampled layer and checkpoint the median certified lower bound on θ is near 1.",
           uses=("C7",), notes="CPU scale: `small-cpu` (pre-LN GPT-2, 6 layers, width 256, context 256, byte-level tokens of Python's own documentation), 600 updates of 4096 tokens, 3 seeds, probed at steps 0, 20, 60, 200, 600; see results/README.md. Agrees with the paper. Why it is expected: a long, diffuse row (many atoms, p_max well below 1/2) almost always admits a near-perfect bisection, and C5 already gives θ ≥ 1 − p_max². Scale may matter through sharper heads after longer training (more rows near or above p_max = 1/2) and through longer contexts (1024 keys, which make near-perfect bisections easier still).",

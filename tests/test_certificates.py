@@ -198,3 +198,51 @@ def test_torch_backend_on_cpu_agrees_with_numpy():
 @pytest.mark.gpu
 def test_cuda_backend_agrees_with_numpy():
     _parity("cuda")
+
+
+def test_rows_with_tiny_totals_are_bracketed(tmp_path):
+    # Totals below 2^-537 once made T² underflow and gave theta_hi = 0 (found in review).
+    from fractions import Fraction
+
+    from numerics.theta import theta_exact
+    rows = np.array([[1e-200, 1e-201, 1e-202], [3e-170, 1e-170, 1e-170], [5e-320, 3e-320, 2e-320],
+                     [1e-300, 1e-300, 2e-300]])
+    np.savez(tmp_path / "tiny.npz", rows=rows)
+    out = tmp_path / "out"
+    assert main(["certify", str(tmp_path / "tiny.npz"), "-o", str(out), "--max-sum-defect", "inf",
+                 "--no-progress"]) == 0
+    z = np.load(out / "certificates.npz")
+    for i, row in enumerate(rows):
+        exact = theta_exact(row)
+        assert Fraction(z["theta_lo"][i]) <= exact.theta <= Fraction(z["theta_hi"][i])
+        assert Fraction(z["gap_lo"][i]) <= 1 - exact.theta <= Fraction(z["gap_hi"][i])
+    assert z["row_sum"][0] == pytest.approx(1.11e-200)
+    assert main(["verify", str(out), "--no-progress"]) == 0
+
+
+def test_overflowing_row_sum_is_bad_input(tmp_path, capsys):
+    np.savez(tmp_path / "huge.npz", rows=np.array([[1.7e308, 1e307, 1e307]]))
+    assert main(["certify", str(tmp_path / "huge.npz"), "-o", str(tmp_path / "o"),
+                 "--max-sum-defect", "inf"]) == 2
+    assert "row 0" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_bad_options_and_outdir_are_bad_input(tmp_path):
+    np.savez(tmp_path / "r.npz", rows=np.array([[0.5, 0.5]]))
+    assert main(["certify", str(tmp_path / "r.npz"), "-o", str(tmp_path / "o"), "--max-sum-defect", "nan"]) == 2
+    (tmp_path / "afile").write_text("x")
+    assert main(["certify", str(tmp_path / "r.npz"), "-o", str(tmp_path / "afile")]) == 2
+
+
+def test_integer_metadata_in_pt_is_carried(tmp_path):
+    torch.save({"rows": torch.tensor([[0.5, 0.3, 0.2]]), "layer": torch.tensor([3])}, tmp_path / "m.pt")
+    assert main(["certify", str(tmp_path / "m.pt"), "-o", str(tmp_path / "o"), "--no-progress"]) == 0
+    assert np.load(tmp_path / "o" / "metadata.npz")["layer"].tolist() == [3]
+
+
+def test_verify_rejects_a_wider_dtype(certified, tmp_path):
+    _, out = certified
+
+    def widen(z):
+        z["theta_lo"] = z["theta_lo"].astype(np.longdouble)
+    assert _tamper(out, tmp_path, widen) == 1

@@ -130,3 +130,23 @@ def test_bound_and_enclosure_hypothesis(d, eps, seed, logscale):
     assert ref <= ln_norm_bound(x, g, eps) * (1 + 1e-12)
     lo, hi, _ = ln_spectral_norm_enclosure(x[None], g, eps)
     assert lo[0] <= ref * (1 + 1e-12) and ref <= hi[0] * (1 + 1e-12)
+
+
+def test_enclosure_when_variance_underflows_is_inf_not_nan():
+    # x = (1e-170, 0, 0, 0), eps = 0: σ² = (3/16)·1e-340 underflows, so the enclosure of
+    # σ² + eps reaches 0; the only honest answer is hi = inf, lo = 0, not certified (never NaN).
+    x = np.array([[1e-170, 0.0, 0.0, 0.0], [0.0, 1.0, 2.0, 3.0]])
+    lo, hi, ok = ln_spectral_norm_enclosure(x, np.ones(4), 0.0)
+    assert hi[0] == np.inf and lo[0] == 0.0 and not ok[0]
+    # the well-scaled row in the same batch is unaffected: γ = 1, d = 4 ⇒ ‖J‖ = 1/σ = 1/√(5/4) by hand
+    assert ok[1] and lo[1] <= 1 / np.sqrt(1.25) <= hi[1]
+    rlo, rhi = rho_enclosure(x[:1], np.ones(4), 0.0)
+    assert rlo[0] == 0.0 and not np.isnan(rhi[0])
+    # ρ = σ exactly here; compare squares exactly: σ² = (3/16)·Fraction(1e-170)²
+    assert Fraction(float(rhi[0])) ** 2 >= Fraction(3, 16) * Fraction(1e-170) ** 2
+
+
+def test_enclosure_tiny_variance_with_eps_is_certified():
+    # same x, eps = 1e-5: s² ≥ eps > 0, so the enclosure is finite and certified; ‖J‖ ≤ 1/√eps (C14)
+    lo, hi, ok = ln_spectral_norm_enclosure(np.array([[1e-170, 0.0, 0.0, 0.0]]), np.ones(4), 1e-5)
+    assert ok[0] and 0 < lo[0] <= hi[0] <= 1 / np.sqrt(1e-5) * (1 + 1e-12)

@@ -80,3 +80,13 @@ def test_paper_checks_md_is_current(quick_run):
     fresh = render_markdown(evidence, statuses, "quick")
     committed = (ROOT / "paper_checks.md").read_text()
     assert committed == fresh, "paper_checks.md is stale: run `python -m proofs --quick --write-md`"
+
+
+def test_nan_never_passes_a_tolerance():
+    import math
+    from proofs.checks._util import nanmax, verdict, worst
+    assert worst([0.1, float("nan"), 0.2]) == math.inf      # plain max() would return 0.2
+    assert worst([0.1, 0.2]) == 0.2
+    assert nanmax(0.0, float("nan")) == math.inf
+    assert verdict(float("nan") < 1, "s").status == "fail"
+    assert verdict(None, "s").status == "fail"

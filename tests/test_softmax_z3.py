@@ -137,3 +137,47 @@ def test_sawtooth_pieces_are_continuous_and_attained():
 def test_sawtooth_wrong_piece_is_caught():
     # δ* 1% too small (so the θ bound is too strong) must be refuted by the same lower-bound query
     assert sb.sawtooth_lower(4, 0, shrink=F(99, 100)).verdict == "sat"
+
+
+def test_block_mass_negative_control_refutes_both_queries():
+    ev = sz.c2_z3_neg_block_masses()
+    assert ev.status == "pass"
+    assert ev.numbers["sat"] == 2 and ev.numbers["unknown"] == 0
+    # each model replays by hand: the lemma's on the 4-atom row, the identity's at s
+    a, b, c, d = (F(ev.numbers["counterexample"]["model"][k]) for k in "abcd")
+    p, x, y = [a, b, c, d], [1, 1, -1, -1], [1, -1, 1, -1]
+    yx = sz.f_bilinear(p, y, x)
+    assert yx > sz.f_bilinear(p, x, x) / 2 and yx > sz.f_bilinear(p, y, y) / 2
+    s = F(ev.numbers["identity_counterexample"]["model"]["s"])
+    assert 1 - (2 * s - 1) ** 2 != 3 * s * (1 - s)
+
+
+def test_square_identity_query_right_and_wrong():
+    assert sz.c2_square_identity_query().verdict == "unsat"
+    assert sz.c2_square_identity_query(3).verdict == "sat"
+
+
+def test_block_mass_control_fails_without_sat():
+    # the positive statement (scale 1) has no model, so refuted_by_model must fail
+    t = sz.Tally()
+    t.add("right lemma", sz.c2_block_mass_query())
+    assert sz.refuted_by_model(t, "s", "w", sz._replay_block_masses(F(1))).status == "fail"
+
+
+def test_sawtooth_attainment_negative_control_refutes():
+    ev = sb.c5_z3_neg_attainment()
+    assert ev.status == "pass" and ev.numbers["sat"] == 2
+    assert "witness" in ev.numbers["counterexample"]["query"]
+    assert "all splits" in ev.numbers["grow_counterexample"]["query"]
+    # the all-splits model: θ of the extremal row beats 1 − (1.01·δ*)², checked by hand formula
+    m = F(ev.numbers["grow_counterexample"]["model"]["m"])
+    assert F(7, 27) <= m <= F(2, 7)
+    row = [m] + [(1 - m) / 5] * 5
+    assert sb.theta_fraction(row) > 1 - (F(101, 100) * (6 * m - 1) / 5) ** 2
+
+
+def test_sawtooth_attainment_scaled_targets():
+    # right target: all three unsat; δ* × 99/100 leaves "all splits" unsat but the witness sat
+    shrunk = sb.sawtooth_attainment(6, 2, F(99, 100))
+    verdicts = {lab.split("] ")[1]: r.verdict for lab, r in zip(shrunk.labels, shrunk.results)}
+    assert verdicts == {"row": "unsat", "all splits ≤ target": "unsat", "witness": "sat"}

@@ -18,7 +18,7 @@ from numerics.attention import MHAWeights, mha_forward
 from numerics.attention_bounds import c10_bound
 
 from ..registry import check
-from ._util import refuted, verdict
+from ._util import nanmax, refuted, verdict
 
 
 def _weights(seed: int, d: int = 4, H: int = 2, dk: int = 2, causal: bool = False) -> MHAWeights:
@@ -58,8 +58,9 @@ def lipschitz_search(w: MHAWeights, L: int, R: float | None, steps: int, seed: i
         opt.zero_grad()
         ratio = _bnorm(f(X) - f(Y)) / _bnorm(X - Y)
         n += 1
-        if torch.isfinite(ratio):
-            best = max(best, float(ratio.detach()))
+        if not torch.isfinite(ratio):  # a collapsed search measures nothing: fail, never skip
+            raise FloatingPointError(f"non-finite ratio {float(ratio)} at evaluation {n} (L = {L})")
+        best = max(best, float(ratio.detach()))
         (-ratio).backward()
         opt.step()
         with torch.no_grad():
@@ -67,8 +68,9 @@ def lipschitz_search(w: MHAWeights, L: int, R: float | None, steps: int, seed: i
             _project(Y, R)
     with torch.no_grad():  # the last iterate, after projection
         r = float(_bnorm(f(X) - f(Y)) / _bnorm(X - Y))
-        if math.isfinite(r):
-            best = max(best, r)
+        if not math.isfinite(r):
+            raise FloatingPointError(f"non-finite ratio {r} at the last iterate (L = {L})")
+        best = max(best, r)
     return best, n + 1
 
 
@@ -95,7 +97,7 @@ def c10_projected_ascent(tier):
                     n += m
                     q = r / bound
                     viol += q > 1
-                    worst = max(worst, q)
+                    worst = nanmax(worst, q)
                     per_L[L] = max(per_L.get(L, 0.0), q)
         small = max(v for L, v in per_L.items() if L <= 8)
         large = max(v for L, v in per_L.items() if L >= 32)

@@ -93,7 +93,7 @@ def e1_concentration(tier):
             dh = float(a["entropy"][g].mean() - a["entropy"][f].mean())
             rows.append((run, layer, dp, dh))
             worst_dp, worst_dh = min(worst_dp, dp), max(worst_dh, dh)
-    ok = all(dp > 0 and dh < 0 for _, _, dp, dh in rows)
+    ok = bool(rows) and all(dp > 0 and dh < 0 for _, _, dp, dh in rows)
     n_ok = sum(dp > 0 and dh < 0 for _, _, dp, dh in rows)
     mean_dp = float(np.mean([r[2] for r in rows]))
     mean_dh = float(np.mean([r[3] for r in rows]))
@@ -113,9 +113,9 @@ def e2_median_certificate(tier):
     for run, a in load_runs().items():
         for (layer, step), idx in _by(a, "layer", "step").items():
             medians.append((run, layer, step, float(np.median(a["theta_lo"][idx]))))
-    low = [m for m in medians if m[3] < NEAR_ONE]
+    low = [m for m in medians if not m[3] >= NEAR_ONE]   # a NaN median counts as low
     worst = min(medians, key=lambda m: m[3])
-    return verdict(not low, SCOPE,
+    return verdict(bool(medians) and not low, SCOPE,
                    f"median θ_lo over {len(medians)} (run, layer, checkpoint) groups: minimum "
                    f"{worst[3]:.8f} = 1 − {1 - worst[3]:.1e} ({worst[0]}, layer {worst[1]}, step {worst[2]}); "
                    f"{len(low)} groups below {NEAR_ONE}",
@@ -142,7 +142,7 @@ def e3_dominant_minority(tier):
                 mismatched += 1
     overall = float(np.mean([f for *_, f in fractions]))
     worst = max(fractions, key=lambda f: f[2])
-    ok = worst[2] < 0.5 and mismatched == 0
+    ok = worst[2] < 0.5 and mismatched == 0 and dominant_rows > 0   # the C4 replay must check something
     return verdict(ok, SCOPE,
                    f"dominant-atom fraction per (run, layer): mean {overall:.3f}, largest {worst[2]:.3f} "
                    f"({worst[0]}, layer {worst[1]}); {dominant_rows} dominant rows, certificates off "

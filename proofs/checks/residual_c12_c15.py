@@ -15,7 +15,7 @@ from numerics.residual import (attention_sublayer, blockdiag_ln_jacobian, chain_
                                post_ln_stack, pre_ln, pre_ln_jacobian, random_norm, spectral_norm)
 
 from ..registry import check
-from ._util import refuted, verdict
+from ._util import nanmax, nanmin, refuted, verdict, worst
 
 TOL = 1e-12
 
@@ -48,12 +48,12 @@ def c12_pre_ln_identity_path(tier):
     worst_comp, worst_one, n = 0.0, 0.0, 0
     for _, X, F, norm in _cases(tier, 12):
         J = jacobian(pre_ln(F, norm), X)                     # autograd of x ↦ x + F(LN x)
-        worst_comp = max(worst_comp, _rel(pre_ln_jacobian(X, F, norm), J))
+        worst_comp = nanmax(worst_comp, _rel(pre_ln_jacobian(X, F, norm), J))
         L, d = X.shape
         for t in range(L):                                   # J_pre (e_t ⊗ 1) = e_t ⊗ 1
             one = torch.zeros(L * d, dtype=X.dtype)
             one[t * d:(t + 1) * d] = 1
-            worst_one = max(worst_one, float((J @ one - one).abs().max()) / max(spectral_norm(J), 1.0))
+            worst_one = nanmax(worst_one, float((J @ one - one).abs().max()) / max(spectral_norm(J), 1.0))
         n += 1
     ok = worst_comp < TOL and worst_one < TOL
     return verdict(ok, f"{n} sublayers, L = 3, d ≤ 8",
@@ -68,14 +68,14 @@ def c13_post_ln_left_kernel(tier):
     worst_comp, worst_kernel, min_gap, n = 0.0, 0.0, float("inf"), 0
     for _, X, F, norm in _cases(tier, 13):
         J = jacobian(post_ln(F, norm), X)                    # autograd of x ↦ LN(x + F(x))
-        worst_comp = max(worst_comp, _rel(post_ln_jacobian(X, F, norm), J))
+        worst_comp = nanmax(worst_comp, _rel(post_ln_jacobian(X, F, norm), J))
         L, d = X.shape
         nJ = spectral_norm(J)
         for t in range(L):                                   # (e_t ⊗ 1/γ)ᵀ J_post = 0
             w = torch.zeros(L * d, dtype=X.dtype)
             w[t * d:(t + 1) * d] = 1 / norm.gamma
-            worst_kernel = max(worst_kernel, float((w @ J).norm() / (w.norm() * max(nJ, 1.0))))
-        min_gap = min(min_gap, spectral_norm(J - torch.eye(L * d, dtype=X.dtype)))
+            worst_kernel = nanmax(worst_kernel, float((w @ J).norm() / (w.norm() * max(nJ, 1.0))))
+        min_gap = nanmin(min_gap, spectral_norm(J - torch.eye(L * d, dtype=X.dtype)))
         n += 1
     ok = worst_comp < TOL and worst_kernel < TOL and min_gap >= 1 - TOL
     return verdict(ok, f"{n} sublayers, L = 3, d ≤ 8",
@@ -95,9 +95,10 @@ def c13_gap_for_pre_ln_refuted(tier):
         norm = random_norm(d, gen)
         for F in (attention_sublayer(d, heads, gen, scale=0.05), mlp_sublayer(d, 4 * d, gen, scale=0.05)):
             gaps.append(spectral_norm(jacobian(pre_ln(F, norm), X) - torch.eye(3 * d, dtype=torch.float64)))
-    return refuted(max(gaps) < 0.9, f"{len(gaps)} pre-LN sublayers",
-                   f"pre-LN ‖J − I‖₂ ≤ {max(gaps):.3f} < 1: the post-LN gap is not a property of every residual"
-                   if max(gaps) < 0.9 else "", max_gap=max(gaps))
+    top = worst(gaps)                                  # +inf if any gap is NaN
+    return refuted(top < 0.9, f"{len(gaps)} pre-LN sublayers",
+                   f"pre-LN ‖J − I‖₂ ≤ {top:.3f} < 1: the post-LN gap is not a property of every residual"
+                   if top < 0.9 else "", max_gap=top)
 
 
 @check("C15", "float64", scope="post-LN stacks of N ∈ {2, 3} sublayers (4 in full), L = 3, d = 6")
@@ -118,13 +119,13 @@ def c15_post_ln_chain_rule(tier):
                 return Z
             J = jacobian(stack, X)
             _, lns, ifs = post_ln_stack(X, layers)
-            worst_chain = max(worst_chain, _rel(chain_product(lns, ifs), J))
+            worst_chain = nanmax(worst_chain, _rel(chain_product(lns, ifs), J))
             eye = torch.eye(L * d, dtype=torch.float64)
             terms = chain_expansion(lns, [B - eye for B in ifs])
-            worst_expand = max(worst_expand, _rel(sum(terms.values()), J))
+            worst_expand = nanmax(worst_expand, _rel(sum(terms.values()), J))
             ln_only = terms[()]
-            ln_off = max(ln_off, offdiag_block_max(ln_only, L))          # exactly 0 expected
-            total_off = min(total_off, offdiag_block_max(J, L))          # attention mixes tokens
+            ln_off = nanmax(ln_off, offdiag_block_max(ln_only, L))          # exactly 0 expected
+            total_off = nanmin(total_off, offdiag_block_max(J, L))          # attention mixes tokens
             n += 1
     ok = worst_chain < TOL and worst_expand < TOL and ln_off == 0.0 and total_off > 1e-6
     return verdict(ok, f"{n} stacks, N ≤ {max(depths)}",

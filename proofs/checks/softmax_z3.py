@@ -129,6 +129,17 @@ def refuted_by_model(tally: Tally, scope: str, what: str, replay, **numbers) -> 
         detail=f"{what}: wrong variant refuted at {lab}: {shown}")
 
 
+def both_refuted(first: Evidence, second: Evidence, key: str) -> Evidence:
+    """Two negative-control refutations as one: pass only if both passed (exact, no new queries)."""
+    if first.status != "pass" or second.status != "pass":
+        return first if first.status != "pass" else second
+    for n in ("queries", "sat"):
+        first.numbers[n] += second.numbers[n]
+    first.numbers[key] = second.numbers["counterexample"]
+    first.detail += f"; {second.detail}"
+    return first
+
+
 # ----------------------------------------------------------------------------- encodings
 
 def simplex(L: int, name: str = "p"):
@@ -350,12 +361,54 @@ def c2_block_mass_query(scale: Fraction = Fraction(1)) -> QueryResult:
                       yx > k * (1 - sx * sx), yx > k * (1 - sy * sy)])
 
 
+def c2_square_identity_query(factor: int = 4) -> QueryResult:
+    """∃ s with 1 − (2s − 1)² ≠ factor·s(1 − s)?  Unsat iff the identity holds (factor = 4).
+
+    With s = p(S) this is step (iii) for every L: xᵀCx = 1 − (2p(S) − 1)² for
+    x = 1_S − 1_Sᶜ (the block-mass form with one sign vector).
+    """
+    s = z3.Real("s")
+    return run_query([1 - (2 * s - 1) ** 2 != factor * s * (1 - s)])
+
+
 @check("C2", "z3", scope="every L (block-mass reduction, stated in the docstring)")
 def c2_z3_block_masses(tier="quick"):
     """C2 steps (ii)–(iii) for every L: the four-block-mass lemma plus 1 − (2a − 1)² = 4a(1 − a)."""
     tally = Tally()
     tally.add("block masses: yᵀCx > max(xᵀCx, yᵀCy)", c2_block_mass_query())
-    s = z3.Real("s")
-    tally.add("1 − (2s − 1)² ≠ 4s(1 − s)", run_query([1 - (2 * s - 1) ** 2 != 4 * s * (1 - s)]))
+    tally.add("1 − (2s − 1)² ≠ 4s(1 − s)", c2_square_identity_query())
     return proved(tally, "every L, given the exact block-mass aggregation",
                   "C2 lemma over block masses (a, b, c, d) and step (iii) identity")
+
+
+def _replay_block_masses(scale: Fraction):
+    """Replay on the real C, not the block formulas: p = (a, b, c, d), x = (++−−), y = (+−+−)."""
+    x, y = [1, 1, -1, -1], [1, -1, 1, -1]
+
+    def replay(model):
+        p = [model.get(k) for k in "abcd"]
+        if None in p or sum(p) != 1 or min(p) < 0:
+            return False
+        yx = f_bilinear(p, y, x)
+        return yx > scale * f_bilinear(p, x, x) and yx > scale * f_bilinear(p, y, y)
+    return replay
+
+
+@check("C2", "z3", scope="block masses with right-hand side θ/2; identity with factor 3",
+       negative_control=True)
+def c2_z3_neg_block_masses(tier="quick"):
+    """The every-L machinery on wrong statements: both queries must be sat and replay exactly."""
+    scale, factor = Fraction(1, 2), 3
+    lemma = Tally()
+    lemma.add("block masses: yᵀCx > ½·max(xᵀCx, yᵀCy)", c2_block_mass_query(scale=scale))
+    ev = refuted_by_model(lemma, "block masses", "C2 lemma with θ/2", _replay_block_masses(scale))
+    ident = Tally()
+    ident.add(f"1 − (2s − 1)² ≠ {factor}s(1 − s)", c2_square_identity_query(factor))
+
+    def replay_identity(model):
+        s = model.get("s")
+        return s is not None and 1 - (2 * s - 1) ** 2 != factor * s * (1 - s)
+    ev2 = refuted_by_model(ident, "identity", f"1 − (2s − 1)² = {factor}s(1 − s)", replay_identity)
+    ev = both_refuted(ev, ev2, "identity_counterexample")
+    ev.scope = "every L (block masses), θ/2 and factor 3"
+    return ev

@@ -19,8 +19,8 @@ from fractions import Fraction
 import z3
 
 from ..registry import Evidence, check
-from .softmax_z3 import (FULL_TIMEOUT_MS, QUERY_TIMEOUT_MS, Tally, mass, model_row, proved, refuted_by_model, run_query, simplex, split,
-                         subsets_without_last)
+from .softmax_z3 import (FULL_TIMEOUT_MS, QUERY_TIMEOUT_MS, Tally, both_refuted, mass, model_row, proved,
+                         refuted_by_model, run_query, simplex, split, subsets_without_last)
 
 F = Fraction
 
@@ -192,19 +192,20 @@ def _piece_name(interval) -> str:
     return f"[{interval[0]}, {interval[1]}]"
 
 
-def sawtooth_attainment(L: int, k: int) -> Tally:
+def sawtooth_attainment(L: int, k: int, dscale: Fraction = F(1)) -> Tally:
     """θ(p(m)) = 1 − δ*(m)² for every m in piece k's interval (p(m) padded to length L).
 
     Three negations, each unsat: (a) p(m) is a sorted row of the simplex with
     largest atom m; (b) some split exceeds 1 − δ*²; (c) the witness split
-    differs from 1 − δ*².
+    differs from 1 − δ*².  ``dscale`` ≠ 1 replaces δ* by dscale·δ* in the
+    target (negative controls): below 1 makes (c) sat, above 1 makes (b) sat.
     """
     (lo, hi), dstar, fam, wit = SAWTOOTH[k]
     m = z3.Real("m")
     row = fam(m)
     row = row + [z3.RealVal(0)] * (L - len(row))
     box = [m >= lo, m <= hi]
-    target = 1 - dstar(m) ** 2
+    target = 1 - (z3.RealVal(str(dscale)) * dstar(m)) ** 2
     bad_row = z3.Or(z3.Sum(row) != 1, *[row[i] < row[i + 1] for i in range(L - 1)], row[-1] < 0)
     tally = Tally()
     name = _piece_name((lo, hi))
@@ -278,3 +279,52 @@ def c5_z3_neg_sawtooth(tier="quick"):
         return (_is_row(p) and lo <= max(p) <= hi
                 and theta_fraction(p) < 1 - (shrink * dstar(max(p))) ** 2)
     return refuted_by_model(tally, f"L = {L}", "sawtooth δ* shrunk by 1%", replay)
+
+
+def _witness_split(row, wit) -> Fraction:
+    a = sum(row[i] for i in wit)
+    return 4 * a * (1 - a)
+
+
+def _attainment_query(L: int, k: int, dscale: Fraction, which: str) -> Tally:
+    """Only the attainment query whose label ends in ``which`` (one query, same encoding)."""
+    full = sawtooth_attainment(L, k, dscale)
+    out = Tally()
+    for lab, r in zip(full.labels, full.results):
+        if lab.endswith(which):
+            out.add(f"{lab} (δ* × {dscale})", r)
+    return out
+
+
+@check("C5", "z3", scope="L = 6, piece [7/27, 2/7]: attainment with δ* × 99/100 and × 101/100",
+       negative_control=True)
+def c5_z3_neg_attainment(tier="quick"):
+    """Wrong attainment targets 1 − (c·δ*)² must each be refuted by a model replayed in Fractions.
+
+    c = 99/100: the witness query must be sat (its split is not the target);
+    c = 101/100: the all-splits query must be sat (θ(p(m)) exceeds the target).
+    """
+    L, k = 6, 2
+    (lo, hi), dstar, fam, wit = SAWTOOTH[k]
+
+    def row_at(model):
+        m = model.get("m")
+        if m is None or not lo <= m <= hi:
+            return None, None
+        row = fam(m) + [F(0)] * (L - len(fam(m)))
+        return m, (row if _is_row(row) and max(row) == m else None)
+
+    def replay(c, wrong):
+        def check_model(model):
+            m, row = row_at(model)
+            return row is not None and wrong(row, 1 - (c * dstar(m)) ** 2)
+        return check_model
+    shrink, grow = F(99, 100), F(101, 100)
+    ev = refuted_by_model(_attainment_query(L, k, shrink, "witness"), f"L = {L}",
+                          "witness split = 1 − (99δ*/100)²",
+                          replay(shrink, lambda row, t: _witness_split(row, wit) != t
+                                 and theta_fraction(row) < t))
+    ev2 = refuted_by_model(_attainment_query(L, k, grow, "all splits ≤ target"), f"L = {L}",
+                           "θ(p(m)) ≤ 1 − (101δ*/100)²",
+                           replay(grow, lambda row, t: theta_fraction(row) > t))
+    return both_refuted(ev, ev2, "grow_counterexample")

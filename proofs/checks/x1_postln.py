@@ -57,7 +57,7 @@ def _consistent(stats, prod) -> list[str]:
     """Cross-checks whose failure means a bug (not a verdict)."""
     bad = []
     for s in stats:
-        if s.slack_max > 1 + 1e-12:
+        if not s.slack_max <= 1 + 1e-12:  # NaN included
             bad.append(f"{s.name}: ‖J_LN‖₂ lower enclosure exceeds 1/ρ (C14 violated?)")
         if s.certified != s.tokens:
             bad.append(f"{s.name}: only {s.certified}/{s.tokens} ‖J_LN‖₂ enclosures certified")
