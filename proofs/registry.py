@@ -1,6 +1,6 @@
 """The claim registry: claims, checks, evidence, and how a status is computed.
 
-A *claim* is one statement of the paper (ids as in shared/MATH.md).  A *check*
+A *claim* is one statement of the paper (ids C1…C15, X1, E1–E3).  A *check*
 is a plain function registered against a claim id with :func:`check`; it
 returns an :class:`Evidence`.  Statuses are computed here and nowhere else:
 
@@ -21,10 +21,11 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-METHODS = ("sympy", "z3", "exact", "mpmath", "hypothesis", "float64", "empirical")
+METHODS = ("sympy", "z3", "exact", "mpmath", "hypothesis", "float64", "empirical", "coq")
 CHECK_STATUSES = ("pass", "fail", "skip")
 CLAIM_STATUSES = ("pass", "fail", "partial", "unchecked")
-TIERS = ("quick", "full")
+# "quick" checks run in every tier; "full" ones only with --full; "coq" ones with --coq or --full.
+TIERS = ("quick", "full", "coq")
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,11 @@ class Claim:
     # What the checks do not cover and is taken on trust (shown on the dashboard).
     assumes: tuple[str, ...] = ()
     group: str = ""
-    # Commentary shown on the dashboard (e.g. how a CPU-scale result relates to the paper's).
+    # Commentary shown on the dashboard (qualitative only: measured figures go to --json).
     notes: str = ""
+    # "theorem": a statement that checks prove or refute; "measured": a measurement beyond the
+    # paper with no hypothesis to accept or reject, whose dashboard status is its verdict.
+    kind: str = "theorem"
 
 
 @dataclass
@@ -48,12 +52,17 @@ class Evidence:
     scope: str
     numbers: dict = field(default_factory=dict)
     detail: str = ""
+    # For a measured claim: a short categorical outcome (e.g. "condition fails at every token"),
+    # shown on the dashboard; it must not carry a measured magnitude.
+    verdict: str = ""
     # Filled in by the runner.
     claim: str = ""
     name: str = ""
     method: str = ""
     negative_control: bool = False
+    guards: tuple = ()
     tier: str = "quick"
+    source: str = ""
     seconds: float = 0.0
 
     def __post_init__(self):
@@ -71,8 +80,18 @@ class Check:
     method: str
     func: Callable[..., Evidence]
     negative_control: bool
-    tier: str  # "quick": run in both tiers; "full": only with --full
-    scope: str  # declared scope, shown when the check was not run
+    tier: str  # "quick": every tier; "full": only with --full; "coq": with --coq or --full
+    scope: str  # declared scope: what the dashboard shows (a run's own scope goes to --json)
+    guards: tuple[str, ...] = ()  # for a negative control: the names of the checks it guards
+
+    @property
+    def source(self) -> str:
+        """``path/to/file.py:line`` of the check function, relative to the repository."""
+        import os
+        code = self.func.__code__
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        path = os.path.relpath(os.path.abspath(code.co_filename), root).replace(os.sep, "/")
+        return f"{path}:{code.co_firstlineno}"
 
     def run(self, tier: str) -> Evidence:
         t0 = time.perf_counter()
@@ -84,6 +103,7 @@ class Check:
             ev = Evidence("fail", self.scope, detail=f"crashed: {exc!r}\n{traceback.format_exc(limit=4)}")
         ev.claim, ev.name, ev.method = self.claim, self.name, self.method
         ev.negative_control, ev.tier = self.negative_control, self.tier
+        ev.guards, ev.source = tuple(self.guards), self.source
         ev.seconds = time.perf_counter() - t0
         return ev
 
@@ -99,19 +119,26 @@ def add_claim(claim: Claim) -> None:
 
 
 def check(claim: str, method: str, *, scope: str, negative_control: bool = False,
-          tier: str = "quick", name: str | None = None):
+          tier: str = "quick", name: str | None = None, guards: tuple[str, ...] | list[str] = ()):
     """Register ``func(tier=...) -> Evidence`` as a check of ``claim``.
 
-    ``tier="quick"`` checks run in both tiers (a check may do more work when
-    called with ``tier="full"``); ``tier="full"`` checks run only with --full.
+    ``tier="quick"`` checks run in every tier (a check may do more work when
+    called with ``tier="full"``); ``tier="full"`` checks run only with --full;
+    ``tier="coq"`` checks run with --coq (and with --full).  A negative control
+    names in ``guards`` the positive check(s) whose machinery it exercises.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r}")
+    if isinstance(guards, str):
+        guards = (guards,)
+    if guards and not negative_control:
+        raise ValueError("only a negative control guards other checks")
 
     def deco(func):
-        CHECKS.append(Check(claim, name or func.__name__, method, func, negative_control, tier, scope))
+        CHECKS.append(Check(claim, name or func.__name__, method, func, negative_control, tier, scope,
+                            tuple(guards)))
         # A stable order whatever imported the check modules first: by module, then by line.
         CHECKS.sort(key=lambda c: (c.func.__module__, c.func.__code__.co_firstlineno))
         return func

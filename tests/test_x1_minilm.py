@@ -45,13 +45,81 @@ def test_missing_package_is_reported(monkeypatch):
         minilm.default_model_dir()
 
 
-def test_x1_check_skips_on_corrupt_weights(tmp_path, monkeypatch):
-    src = _copy_without_weights(tmp_path)
-    (tmp_path / "model.safetensors").write_bytes((src / "model.safetensors").read_bytes()[:4096])
-    monkeypatch.setattr(minilm, "default_model_dir", lambda: tmp_path)
-    from proofs.checks.x1_postln import x1_minilm_condition
+def _close(a, b, path=""):
+    """Recursive comparison: integers and strings exactly, floats to 1e-6 relative (BLAS-proof)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for k, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{path}[{k}]")
+    elif isinstance(a, float):
+        assert abs(a - b) <= 1e-6 * max(1.0, abs(b)), (path, a, b)
+    else:
+        assert a == b, (path, a, b)
+
+
+def test_committed_x1_measurement_reproduces(tmp_path):
+    # X1 reads results/x1/minilm.json; rerunning the probe on the real weights must give it back.
+    import json
+
+    from gpu_experiments.postln_probe import main
+    from proofs.checks.x1_postln import MEASUREMENT
+    out = tmp_path / "m.json"
+    assert main(["--tokens", "252", "--contrast", "--json", str(out)]) == 0
+    fresh, committed = json.loads(out.read_text()), json.loads(MEASUREMENT.read_text())
+    fresh.pop("command"), committed.pop("command")
+    _close(fresh, committed)
+
+
+def _tampered(monkeypatch, tmp_path, edit):
+    import json
+
+    from proofs.checks import x1_postln
+    doc = json.loads(x1_postln.MEASUREMENT.read_text())
+    edit(doc)
+    p = tmp_path / "minilm.json"
+    p.write_text(json.dumps(doc))
+    monkeypatch.setattr(x1_postln, "MEASUREMENT", p)
+    return x1_postln
+
+
+def test_x1_check_passes_on_the_committed_file():
+    from proofs.checks.x1_postln import x1_minilm_condition, x1_random_gpt_contrast
     ev = x1_minilm_condition("quick")
-    assert ev.status == "skip" and "corrupt" in ev.detail
+    assert ev.status == "pass" and ev.verdict.startswith("MiniLM: condition")
+    assert x1_random_gpt_contrast("quick").status == "pass"
+
+
+def test_x1_check_fails_on_an_inconsistent_measurement(monkeypatch, tmp_path):
+    def edit(doc):
+        doc["minilm"]["product"]["norm_max"] = 2 * doc["minilm"]["product"]["bound_exact"]
+    x1 = _tampered(monkeypatch, tmp_path, edit)
+    assert x1.x1_minilm_condition("quick").status == "fail"
+
+
+def test_x1_check_fails_on_a_nan_slack_and_missing_keys(monkeypatch, tmp_path):
+    def edit(doc):
+        doc["minilm"]["per_ln"][3]["slack_max"] = float("nan")
+        del doc["contrast"]["post_ln"]["product"]
+    x1 = _tampered(monkeypatch, tmp_path, edit)
+    assert x1.x1_minilm_condition("quick").status == "fail"
+    assert x1.x1_random_gpt_contrast("quick").status == "fail"
+
+
+def test_x1_check_skips_without_the_file(monkeypatch, tmp_path):
+    from proofs.checks import x1_postln
+    monkeypatch.setattr(x1_postln, "MEASUREMENT", tmp_path / "absent.json")
+    assert x1_postln.x1_minilm_condition("quick").status == "skip"
+
+
+def test_condition_verdict_is_categorical():
+    from proofs.checks.x1_postln import condition_verdict
+    assert condition_verdict({"tokens_condition_all": 0, "positions": 9}) == "condition fails at every token"
+    assert condition_verdict({"tokens_condition_all": 9, "positions": 9}) == "condition holds at every token"
+    assert condition_verdict({"tokens_condition_all": 4, "positions": 9}) == "condition holds at some tokens only"
 
 
 def test_paraphrase_closer_than_unrelated(model):
