@@ -1,6 +1,8 @@
 """Timing of the exact θ solver (numerics.theta.theta_exact → numerics.partition).
 
-    python benchmarks/exact_theta.py [--quick] [--rows N] [--seed S] [--wide]
+    python -m benchmarks.exact_theta [--quick] [--rows N] [--seed S] [--wide]
+
+(from the repository root, or anywhere after ``pip install -e .``).
 
 Rows: Dirichlet(1) in float64, and softmax of N(0, 1) logits rounded to
 float32.  Dominant rows (p_max ≥ 1/2, closed form C4) are redrawn, so every
@@ -13,19 +15,15 @@ core; the machine may be shared, so read ratios, not absolutes.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from numerics import partition  # noqa: E402
-from numerics.theta import best_mask_bruteforce, integer_weights, subset_sums, theta_exact  # noqa: E402
+from numerics import partition
+from numerics.theta import best_mask_bruteforce, integer_weights, subset_sums, theta_exact
 
 
 def rows(kind: str, L: int, n: int, rng: np.random.Generator) -> list[np.ndarray]:

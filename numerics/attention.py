@@ -203,6 +203,36 @@ def _strip_prefix(sd: dict) -> dict:
     return out
 
 
+def from_packed_qkv(w_qkv, b_qkv, w_out, b_out, n_head: int, *, causal: bool, name: str) -> MHAWeights:
+    """Attention weights from a packed q/k/v projection and an output projection.
+
+    nn.Linear conventions (y = x Wᵀ + b): ``w_qkv`` is (3E, E) with q, k, v stacked
+    along the output dim, ``w_out`` is (E, E); biases may be None.  τ = √(E/H).
+    A mis-shaped tensor is a one-line ValueError naming ``name``.
+    """
+    w_qkv, w_out = _np(w_qkv), _np(w_out)
+    E = w_qkv.shape[1] if w_qkv.ndim == 2 else -1
+    (Wq, Wk, Wv), (bq, bk, bv), hd = _split_qkv(w_qkv, None if b_qkv is None else _np(b_qkv), E, n_head, name)
+    if w_out.shape != (E, E):
+        raise ValueError(f"{name}: output projection has shape {w_out.shape}, expected {(E, E)}")
+    bo = None if b_out is None else _np(b_out)
+    return MHAWeights(Wq, Wk, Wv, w_out.T, math.sqrt(hd), bq, bk, bv, bo, causal=causal, name=name)
+
+
+def ln_image_radius(gamma, beta=None) -> float:
+    """R with LN(x) ∈ D_R for every x: ‖γ‖_∞ + RMS(β) (the C10 domain after a pre-LN).
+
+    Why: LN(x) = γ⊙ĉ + β with ‖ĉ‖₂ ≤ √d (ĉ = c/s, ‖c‖² = dσ² ≤ d s²), so
+    ‖LN(x)‖₂ ≤ ‖γ‖_∞√d + ‖β‖₂.  float64, rounded up by a relative 1e-12.
+    """
+    g = _np(gamma)
+    b = np.zeros_like(g) if beta is None else _np(beta)
+    return float((np.abs(g).max() + math.sqrt(float((b * b).mean()))) * (1 + 1e-12))
+
+
+# nanoGPT checkpoint readers.  These name one experiment's checkpoint layout and belong with
+# the code that trains it (gpu_experiments); they stay here until its callers move.
+
 def from_nanogpt_state_dict(sd: dict, n_layer: int, n_head: int, n_embd: int) -> list[MHAWeights]:
     """Per-layer attention weights of a nanoGPT-style GPT (causal, τ = √(n_embd/n_head)).
 
@@ -214,31 +244,25 @@ def from_nanogpt_state_dict(sd: dict, n_layer: int, n_head: int, n_embd: int) ->
     layers = []
     for i in range(n_layer):
         p = f"transformer.h.{i}.attn."
-        need = p + "c_attn.weight", p + "c_proj.weight"
-        for k in need:
+        for k in (p + "c_attn.weight", p + "c_proj.weight"):
             if k not in sd:
                 raise KeyError(f"state dict has no tensor {k!r} (n_layer = {n_layer})")
-        (Wq, Wk, Wv), (bq, bk, bv), hd = _split_qkv(_np(sd[p + "c_attn.weight"]),
-                                                     _np(sd[p + "c_attn.bias"]) if p + "c_attn.bias" in sd else None,
-                                                     n_embd, n_head, p + "c_attn.weight")
-        Wo = _np(sd[p + "c_proj.weight"])
-        if Wo.shape != (n_embd, n_embd):
-            raise ValueError(f"{p}c_proj.weight has shape {Wo.shape}, expected {(n_embd, n_embd)}")
-        bo = _np(sd[p + "c_proj.bias"]) if p + "c_proj.bias" in sd else None
-        layers.append(MHAWeights(Wq, Wk, Wv, Wo.T, math.sqrt(hd), bq, bk, bv, bo, causal=True, name=f"layer {i}"))
+        w = _np(sd[p + "c_attn.weight"])
+        if w.shape != (3 * n_embd, n_embd):
+            raise ValueError(f"{p}c_attn.weight: packed q/k/v weight has shape {w.shape}, "
+                             f"expected {(3 * n_embd, n_embd)}")
+        wo = _np(sd[p + "c_proj.weight"])
+        if wo.shape != (n_embd, n_embd):
+            raise ValueError(f"{p}c_proj.weight has shape {wo.shape}, expected {(n_embd, n_embd)}")
+        layers.append(from_packed_qkv(w, sd.get(p + "c_attn.bias"), wo,
+                                      sd.get(p + "c_proj.bias"), n_head, causal=True, name=f"layer {i}"))
     return layers
 
 
 def nanogpt_ln1_radius(sd: dict, layer: int) -> float:
-    """R with ln_1(x) ∈ D_R for every x: ‖γ‖_∞ + RMS(β) (pre-LN, C10).
-
-    Why: LN(x) = γ⊙ĉ + β with ‖ĉ‖₂ ≤ √d (ĉ = c/s, ‖c‖² = dσ² ≤ d s²), so
-    ‖LN(x)‖₂ ≤ ‖γ‖_∞√d + ‖β‖₂.  float64, rounded up by a relative 1e-12.
-    """
+    """:func:`ln_image_radius` of block ``layer``'s ln_1 in a nanoGPT state dict (pre-LN, C10)."""
     sd = _strip_prefix(sd)
     p = f"transformer.h.{layer}.ln_1."
     if p + "weight" not in sd:
         raise KeyError(f"state dict has no tensor {p + 'weight'!r}")
-    g = _np(sd[p + "weight"])
-    b = _np(sd[p + "bias"]) if p + "bias" in sd else np.zeros_like(g)
-    return float((np.abs(g).max() + math.sqrt(float((b * b).mean()))) * (1 + 1e-12))
+    return ln_image_radius(sd[p + "weight"], sd.get(p + "bias"))

@@ -38,23 +38,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .attention import MHAWeights
+from .rounding import ERROR_PAD, U, gamma, pad_error_term, up
 from .theta import BRUTE_MAX_L, theta_exact
 from .theta_bounds import topk_delta_lower
 
-U = 2.0 ** -53
 EXP_REL_ERR = 1e-13      # assumption: far above any libm/numpy float64 exp error (≤ a few ulp)
 SVD_REL_ERR = 1e-10      # assumption on LAPACK σ_max (backward stable: error ~ n·u·‖A‖)
 FINAL_MARGIN = 1e-10
 TAIL_CUT = -650.0        # logits below max − 650 are bounded as a tail (exp would lose precision)
 TOPK = 10
-
-
-def _gamma(n: int) -> float:
-    return n * U / (1 - n * U)
-
-
-def _up(x):
-    return x * (1 + 1e-6)  # why: error terms are computed in float; 1e-6 ≫ their own γ_n
 
 
 # ----------------------------------------------------------------------------- θ upper bounds
@@ -72,7 +64,7 @@ def theta_upper_topk(q: np.ndarray, k: int = TOPK) -> float:
     d_lo, _, _ = topk_delta_lower(q[None, :], K=k)
     d = float(d_lo[0])
     sq = math.nextafter(d * d, 0.0) if d > 0 else 0.0        # ≤ δ_lo²
-    return min(1.0, math.nextafter(1.0 - sq, math.inf))
+    return min(1.0, float(up(1.0 - sq)))
 
 
 def theta_hi_row(z: np.ndarray, err: np.ndarray) -> tuple[float, float]:
@@ -97,14 +89,14 @@ def theta_hi_row(z: np.ndarray, err: np.ndarray) -> tuple[float, float]:
     e = np.exp(t[body])
     eta = float(np.max(es[body] + U * np.abs(t[body]) + 1.01 * EXP_REL_ERR))
     tail_mass = float(np.sum(np.exp(t[~body] * (1 - U) + es[~body] + es[jm]))) if (~body).any() else 0.0
-    D = math.expm1(2 * eta) * (1 + 1e-6) + 2 * tail_mass
+    D = math.expm1(2 * eta) * (1 + ERROR_PAD) + 2 * tail_mass   # expm1 error ≤ EXP_REL_ERR ≪ ERROR_PAD
     if e.size <= BRUTE_MAX_L:
         r = theta_exact(e)
         th = float(r.theta)
-        th = math.nextafter(th, math.inf) if th < 1 else 1.0
+        th = float(up(th)) if th < 1 else 1.0
     else:
         th = theta_upper_topk(e)
-    return min(1.0, math.nextafter(th + 2 * D, math.inf)), th   # the sum rounded up
+    return min(1.0, float(up(th + 2 * D))), th   # the sum rounded up
 
 
 # ----------------------------------------------------------------------------- float64 pieces
@@ -120,27 +112,27 @@ def _heads(X: np.ndarray, w: MHAWeights):
         bq = np.zeros(dk) if w.b_q is None else w.b_q[h]
         bk = np.zeros(dk) if w.b_k is None else w.b_k[h]
         Q, K = X @ Wq + bq, X @ Wk + bk
-        eQ = _up(_gamma(d + 1) * (aX @ np.abs(Wq) + np.abs(bq)))
-        eK = _up(_gamma(d + 1) * (aX @ np.abs(Wk) + np.abs(bk)))
+        eQ = pad_error_term(gamma(d + 1) * (aX @ np.abs(Wq) + np.abs(bq)))
+        eK = pad_error_term(gamma(d + 1) * (aX @ np.abs(Wk) + np.abs(bk)))
         S = Q @ K.T
         Z = S / w.tau
         aQ, aK = np.abs(Q), np.abs(K)
-        eS = _gamma(dk) * (aQ @ aK.T) + eQ @ aK.T + aQ @ eK.T + eQ @ eK.T
-        eZ = _up(eS / w.tau * (1 + U) + U * np.abs(Z))
+        eS = gamma(dk) * (aQ @ aK.T) + eQ @ aK.T + aQ @ eK.T + eQ @ eK.T
+        eZ = pad_error_term(eS / w.tau * (1 + U) + U * np.abs(Z))
         # u_j = W_Q k_j and g_i = W_K q_i (rows), v_j = W_Vᵀ x_j, each with a row error norm.
         Uv = K @ Wq.T
-        eU = _up(_gamma(dk) * (aK @ np.abs(Wq).T) + eK @ np.abs(Wq).T)
+        eU = pad_error_term(gamma(dk) * (aK @ np.abs(Wq).T) + eK @ np.abs(Wq).T)
         G = Q @ Wk.T
-        eG = _up(_gamma(dk) * (aQ @ np.abs(Wk).T) + eQ @ np.abs(Wk).T)
+        eG = pad_error_term(gamma(dk) * (aQ @ np.abs(Wk).T) + eQ @ np.abs(Wk).T)
         V = X @ Wv
-        eV = _up(_gamma(d) * (aX @ np.abs(Wv)))
+        eV = pad_error_term(gamma(d) * (aX @ np.abs(Wv)))
         out.append(dict(Z=Z, eZ=eZ, U=Uv, eU=np.linalg.norm(eU, axis=1), G=G,
                         eG=np.linalg.norm(eG, axis=1), V=V, eV=np.linalg.norm(eV, axis=1)))
     return out
 
 
 def _row_norm_up(A: np.ndarray, err: np.ndarray) -> np.ndarray:
-    return np.linalg.norm(A, axis=1) * (1 + _gamma(A.shape[1] + 2)) + err
+    return np.linalg.norm(A, axis=1) * (1 + gamma(A.shape[1] + 2)) + err
 
 
 def _prefix(vals: np.ndarray, causal: bool) -> np.ndarray:
@@ -153,7 +145,7 @@ def _diam_up(A: np.ndarray, err: np.ndarray, causal: bool) -> np.ndarray:
     g = (A * A).sum(axis=1)
     D2 = g[:, None] + g[None, :] - 2 * (A @ A.T)
     # Gram-route rounding: |error| ≤ (γ_n + 3u)·2(g_i + g_j), generously.
-    D2 = D2 + 2.2 * (_gamma(n) + 4 * U) * (g[:, None] + g[None, :])
+    D2 = D2 + 2.2 * (gamma(n) + 4 * U) * (g[:, None] + g[None, :])
     D = np.sqrt(np.maximum(D2, 0.0)) * (1 + 2 * U) + err[:, None] + err[None, :]
     if causal:
         per_row = np.where(np.tril(np.ones((L, L), dtype=bool)), D, 0.0).max(axis=1)
@@ -227,8 +219,8 @@ def c9_bound(X, w: MHAWeights, *, theta="certified", form: str = "centred",
 def _prod_norm_up(A: np.ndarray, b: np.ndarray) -> float:
     """Upper bound on ‖A b‖₂ including the rounding of the float product and of the norm."""
     n = A.shape[1]
-    return _up(float(np.linalg.norm(A @ b)) * (1 + _gamma(n + 2))
-               + _gamma(n + 2) * float(np.linalg.norm(np.abs(A) @ np.abs(b))))
+    return pad_error_term(float(np.linalg.norm(A @ b)) * (1 + gamma(n + 2))
+               + gamma(n + 2) * float(np.linalg.norm(np.abs(A) @ np.abs(b))))
 
 
 def c10_bound(w: MHAWeights, R: float, *, form: str = "centred") -> float:
@@ -241,7 +233,7 @@ def c10_bound(w: MHAWeights, R: float, *, form: str = "centred") -> float:
         Wq, Wk = w.W_Q[h], w.W_K[h]
         # The float products carry rounding error; |fl(AB) − AB| ≤ γ_k |A||B| entrywise, and
         # the spectral norm of that error is at most its Frobenius norm.
-        An = spectral_up(Wq @ Wk.T) + _up(_gamma(Wq.shape[1] + 2) * np.linalg.norm(np.abs(Wq) @ np.abs(Wk).T))
+        An = spectral_up(Wq @ Wk.T) + pad_error_term(gamma(Wq.shape[1] + 2) * np.linalg.norm(np.abs(Wq) @ np.abs(Wk).T))
         bq = 0.0 if w.b_q is None else _prod_norm_up(Wk, w.b_q[h])
         extra = bq
         if form == "paper":

@@ -25,6 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .signs import sign_matrix
+
 
 def block_norm(X) -> float:
     """‖X‖_B = max_i ‖x_i‖₂/√d for X of shape (L, d); float64 (relative error ≤ (d+2)·2⁻⁵³)."""
@@ -62,13 +64,6 @@ def _check_jac(J) -> np.ndarray:
     return J
 
 
-def _sign_matrix(L: int) -> np.ndarray:
-    """All sign vectors of length L with the last entry +1 (x and −x give the same norm)."""
-    idx = np.arange(1 << (L - 1))
-    bits = (idx[:, None] >> np.arange(L - 1)) & 1
-    return np.concatenate([1.0 - 2.0 * bits, np.ones((idx.size, 1))], axis=1)
-
-
 def bb_norm_vertices(J, max_L: int = 16) -> tuple[float, np.ndarray]:
     """Exact ‖J‖_{B→B} for d_in = 1 by enumerating the 2^(L−1) sign vertices.
 
@@ -81,7 +76,7 @@ def bb_norm_vertices(J, max_L: int = 16) -> tuple[float, np.ndarray]:
         raise ValueError(f"vertex enumeration is exact only for d_in = 1, got d_in = {d_in}")
     if L > max_L:
         raise ValueError(f"vertex enumeration limited to L ≤ {max_L}, got {L}")
-    S = _sign_matrix(L)                        # (V, L)
+    S = sign_matrix(L).astype(np.float64)      # (V, L); x and −x give the same norm
     M = J[:, :, :, 0]                          # (L_out, d_out, L_in)
     out = np.einsum("vi,kci->vkc", S, M)       # (V, L_out, d_out)
     vals = np.sqrt((out * out).sum(axis=2))    # (V, L_out)

@@ -8,9 +8,9 @@ Tokens are rows of ``X ∈ R^{L×d}``; Jacobians act on the row-major flattening
 * N post-LN sublayers:  ``J_total = Π_l blockdiag J_LN(y_l) (I + J_F_l)`` (later layers on
   the left); the term that takes no ``J_F`` is ``Π_l blockdiag J_LN(y_l)`` (C15).
 
-The sublayers here are small torch float64 modules (one attention or MLP block)
-for checks; ``J_F`` comes from autograd, ``J_LN`` from the closed form in
-:mod:`numerics.layernorm`.  Precision contract: float64 throughout (entrywise
+A sublayer F is any torch float64 map (L, d) → (L, d) (the checks build seeded
+random attention and MLP blocks in proofs/checks/_sublayers.py); ``J_F`` comes from
+autograd, ``J_LN`` from the closed form in :mod:`numerics.layernorm`.  Precision contract: float64 throughout (entrywise
 errors of a few ulps times the size of the products).
 """
 from __future__ import annotations
@@ -35,40 +35,6 @@ class Norm:
 
     def __call__(self, X: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.layer_norm(X, (X.shape[-1],), self.gamma, self.beta, self.eps)
-
-
-def random_norm(d: int, gen: torch.Generator, eps: float = 1e-5) -> Norm:
-    """A LayerNorm with generic γ (no zeros, not constant) and β."""
-    gamma = 1.0 + 0.5 * torch.randn(d, generator=gen, dtype=torch.float64)
-    return Norm(gamma, 0.1 * torch.randn(d, generator=gen, dtype=torch.float64), eps)
-
-
-def mlp_sublayer(d: int, hidden: int, gen: torch.Generator, scale: float = 1.0) -> Sublayer:
-    """Tokenwise GELU MLP ``W2 gelu(W1 x + b1) + b2`` with random float64 weights."""
-    W1 = scale * torch.randn(hidden, d, generator=gen, dtype=torch.float64) / d ** 0.5
-    W2 = scale * torch.randn(d, hidden, generator=gen, dtype=torch.float64) / hidden ** 0.5
-    b1 = 0.1 * torch.randn(hidden, generator=gen, dtype=torch.float64)
-    b2 = 0.1 * torch.randn(d, generator=gen, dtype=torch.float64)
-    return lambda X: torch.nn.functional.gelu(X @ W1.T + b1) @ W2.T + b2
-
-
-def attention_sublayer(d: int, heads: int, gen: torch.Generator, scale: float = 1.0,
-                       causal: bool = False) -> Sublayer:
-    """Multi-head softmax attention ``[P¹XW_V¹ … P^HXW_V^H] W_O`` (mixes tokens)."""
-    if d % heads:
-        raise ValueError(f"d={d} is not divisible by heads={heads}")
-    W = [scale * torch.randn(d, d, generator=gen, dtype=torch.float64) / d ** 0.5 for _ in range(4)]
-    hs = d // heads
-
-    def f(X: torch.Tensor) -> torch.Tensor:
-        L = X.shape[0]
-        q, k, v = [(X @ W[i]).view(L, heads, hs).transpose(0, 1) for i in range(3)]  # (H, L, hs)
-        scores = q @ k.transpose(1, 2) / hs ** 0.5                               # (H, L, L)
-        if causal:
-            scores = scores.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), float("-inf"))
-        out = torch.softmax(scores, dim=-1) @ v                                   # (H, L, hs)
-        return out.transpose(0, 1).reshape(L, d) @ W[3]
-    return f
 
 
 def jacobian(f: Sublayer, X: torch.Tensor) -> torch.Tensor:

@@ -11,11 +11,12 @@ computes that mass from the logits directly.
 """
 from __future__ import annotations
 
-import itertools
 from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
+
+from .signs import sign_matrix, sign_tuples
 
 
 def covariance(p: Sequence, tau=1):
@@ -74,11 +75,22 @@ def complement_float64(u: np.ndarray, tau: float = 1.0) -> np.ndarray:
     return s / (1.0 + s)
 
 
-def jacobian_float64(u: np.ndarray, tau: float = 1.0) -> np.ndarray:
-    """J_τ(u) = C(p)/τ in float64, diagonal from the complementary mass (trap-safe)."""
+def jacobian_float64(u: np.ndarray, tau: float = 1.0, diagonal: str = "complement") -> np.ndarray:
+    """J_τ(u) = C(p)/τ in float64.
+
+    ``diagonal="complement"`` (the default) builds C_ii = p_i(1 − p_i) from the
+    complementary mass (trap-safe, relative error O(L·ε) per entry);
+    ``diagonal="naive"`` forms p_i − p_i², which falls into the near-one-hot trap
+    (C1's negative control runs it to show that the check can tell them apart).
+    """
     p = softmax_float64(u, tau)
     J = -np.outer(p, p)
-    np.fill_diagonal(J, p * complement_float64(u, tau))
+    if diagonal == "complement":
+        np.fill_diagonal(J, p * complement_float64(u, tau))
+    elif diagonal == "naive":
+        np.fill_diagonal(J, p - p * p)
+    else:
+        raise ValueError(f"unknown diagonal {diagonal!r}")
     return J / tau
 
 
@@ -91,8 +103,7 @@ def inf_to_one_norm(A) -> object:
     """
     L = len(A)
     best = None
-    for tail in itertools.product((1, -1), repeat=L - 1):
-        x = (1,) + tail
+    for x in sign_tuples(L):
         val = sum(abs(sum(A[i][j] * x[j] for j in range(L))) for i in range(L))
         if best is None or val > best:
             best = val
@@ -102,10 +113,7 @@ def inf_to_one_norm(A) -> object:
 def inf_to_one_norm_float64(A: np.ndarray) -> float:
     """Vectorised float64 version of :func:`inf_to_one_norm` (L ≤ ~20)."""
     A = np.asarray(A, dtype=np.float64)
-    L = A.shape[0]
-    idx = np.arange(1 << (L - 1))
-    X = 1.0 - 2.0 * ((idx[:, None] >> np.arange(L - 1)) & 1)
-    X = np.concatenate([np.ones((X.shape[0], 1)), X], axis=1)   # (2^(L−1), L)
+    X = sign_matrix(A.shape[0]).astype(np.float64)   # (2^(L−1), L)
     return float(np.abs(X @ A.T).sum(axis=1).max())
 
 
@@ -117,11 +125,17 @@ def quadratic_form_on_subset(p: Sequence, mask: int):
     return sum(x[i] * C[i][j] * x[j] for i in range(L) for j in range(L))
 
 
-def entropy_float64(p: np.ndarray) -> float:
-    """Shannon entropy in nats (float64; zero atoms contribute 0)."""
-    p = np.asarray(p, dtype=np.float64)
-    nz = p[p > 0]
-    return float(-(nz * np.log(nz)).sum())
+def entropy_float64(R: np.ndarray):
+    """Shannon entropy in nats of each row's normalisation (rows on the last axis).
+
+    Plain float64, descriptive only (E1); zero atoms contribute 0.  A 1-D row gives
+    a float, an (n, L) array an (n,) array.
+    """
+    R = np.asarray(R, dtype=np.float64)
+    p = R / R.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1)
+    return float(h) if h.ndim == 0 else h
 
 
 __all__ = ["covariance", "softmax_float64", "complement_float64", "jacobian_float64",

@@ -24,6 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .signs import mask_matrix
+
 BRUTE_MAX_L = 20  # 2^19 subset sums: well under a second with numpy int64
 
 
@@ -208,9 +210,29 @@ def theta_exact(row) -> ThetaResult:
 def theta_float64_bruteforce(p: np.ndarray) -> float:
     """θ in plain float64 by enumeration (not certified; for property tests)."""
     p = np.asarray(p, dtype=np.float64)
-    L = p.shape[0]
-    idx = np.arange(1 << L)
-    masks = ((idx[:, None] >> np.arange(L)) & 1).astype(np.float64)
-    a = masks @ p
+    a = mask_matrix(p.shape[0]).astype(np.float64) @ p
     t = p.sum()
     return float(np.max(4 * a * (t - a)) / (t * t))
+
+
+# ----------------------------------------------------------------------------- C5: the sawtooth
+
+# The conjectured exact minimum of θ at fixed p_max = m on [1/5, 1/2] (C5): θ_min(m) = 1 − δ*(m)².
+# One entry per piece: ((lo, hi), δ*(m), an extremal row p(m) whose largest atom is m, a witness
+# subset S of p(m) with |1 − 2p(S)| = δ*(m)).  The maps are plain arithmetic in m, so they
+# evaluate on Fractions and on symbolic terms (z3) alike.  Rows may be padded with zero
+# atoms to any longer length (C6).
+SAWTOOTH = (
+    ((Fraction(1, 3), Fraction(1, 2)), lambda m: 1 - 2 * m, lambda m: [m, m, 1 - 2 * m], (0,)),
+    ((Fraction(2, 7), Fraction(1, 3)), lambda m: 4 * m - 1, lambda m: [m, m, m, 1 - 3 * m], (0, 1)),
+    ((Fraction(7, 27), Fraction(2, 7)), lambda m: (6 * m - 1) / 5, lambda m: [m] + [(1 - m) / 5] * 5, (0, 1, 2)),
+    ((Fraction(1, 5), Fraction(7, 27)), lambda m: (1 - 3 * m) / 2, lambda m: [m] + [(1 - m) / 4] * 4, (0, 1)),
+)
+
+
+def sawtooth_delta(m: Fraction) -> Fraction | None:
+    """C5's δ*(m) for m ∈ [1/5, 1/2] (the pieces agree at the joints), None outside."""
+    for (lo, hi), delta, _, _ in SAWTOOTH:
+        if lo <= m <= hi:
+            return delta(m)
+    return None

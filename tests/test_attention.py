@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from numerics.attention import (MHAWeights, from_nanogpt_state_dict, from_torch_mha, mha, mha_jacobian,
-                                nanogpt_ln1_radius)
+from numerics.attention import (MHAWeights, from_nanogpt_state_dict, from_packed_qkv, from_torch_mha,
+                                ln_image_radius, mha, mha_jacobian, nanogpt_ln1_radius)
 
 
 class NanoAttn(torch.nn.Module):
@@ -88,6 +88,15 @@ def test_ln1_radius_bounds_layernorm_outputs():
     with torch.no_grad():
         rms = ln(x).pow(2).mean(dim=1).sqrt()
     assert float(rms.max()) <= R
+
+
+def test_ln_image_radius_by_hand_and_packed_shape_errors():
+    # ‖γ‖∞ = 3, RMS(β) = 1 ⇒ R = 4 (rounded up by a relative 1e-12)
+    R = ln_image_radius(np.array([2.0, -3.0]), np.array([1.0, -1.0]))
+    assert 4.0 <= R <= 4.0 * (1 + 2e-12)
+    assert ln_image_radius(np.array([0.5, -0.25])) >= 0.5
+    with pytest.raises(ValueError, match="output projection"):
+        from_packed_qkv(np.zeros((24, 8)), None, np.zeros((8, 7)), None, 2, causal=True, name="blk")
 
 
 def test_jacobian_matches_finite_differences():

@@ -27,7 +27,7 @@ def test_adapter_reproduces_model_attention():
         assert torch.allclose(mha(X, w), ref, atol=1e-10)
 
 
-def test_evaluate_prelN_consistency():
+def test_evaluate_preln_consistency():
     rows = evaluate_model(_model(), torch.arange(20) % 64)
     assert len(rows) == 2
     for r in rows:

@@ -9,9 +9,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numerics.layernorm import (_iadd, _pt, count_eigs_above_exact, ln_forward, ln_jacobian, ln_jacobian_exact,
-                                ln_norm_bound, ln_product_norm, ln_spectral_norm, ln_spectral_norm_enclosure,
-                                ln_sympy_autodiff, ln_jacobian_sympy, rho_enclosure)
+from numerics.interval import Interval
+from numerics.layernorm import (ln_forward, ln_jacobian, ln_jacobian_exact, ln_jacobian_sympy, ln_norm_bound,
+                                ln_product_norm, ln_sympy_autodiff)
+from numerics.layernorm_spectral import (count_eigs_above_exact, ln_spectral_norm, ln_spectral_norm_enclosure,
+                                         rho_enclosure)
 
 
 def test_exact_jacobian_pinned_by_hand():
@@ -93,9 +95,39 @@ def test_rho_enclosure_exact_value():
 
 
 def test_interval_add_is_outward():
-    lo, hi = _iadd(_pt(np.array([0.1])), _pt(np.array([0.2])))
+    r = Interval(np.array([0.1])) + Interval(np.array([0.2]))
     exact = Fraction(0.1) + Fraction(0.2)
-    assert Fraction(float(lo[0])) <= exact <= Fraction(float(hi[0]))
+    assert Fraction(float(r.lo[0])) <= exact <= Fraction(float(r.hi[0])) and r.lo[0] < r.hi[0]
+
+
+def test_interval_ops_enclose_the_exact_rationals():
+    a, b = Interval(np.array([0.1, -3.0]), np.array([0.3, -1.0 / 3])), np.array([1.0 / 7, 2.0])
+    A = [(Fraction(float(a.lo[i])), Fraction(float(a.hi[i]))) for i in range(2)]
+    for i, bi in enumerate(b):
+        B = Fraction(float(bi))
+        for op, got in (("+", a + bi), ("-", a - bi), ("*", a * bi), ("/", a / bi), ("r-", bi - a), ("r/", bi / a)):
+            ends = {"+": lambda x: x + B, "-": lambda x: x - B, "*": lambda x: x * B, "/": lambda x: x / B,
+                    "r-": lambda x: B - x, "r/": lambda x: B / x}[op]
+            vals = [ends(A[i][0]), ends(A[i][1])]
+            assert Fraction(float(got.lo[i])) <= min(vals) and max(vals) <= Fraction(float(got.hi[i])), op
+    s = Interval(np.array([-0.5]), np.array([0.25])).sq()
+    assert s.lo[0] == 0.0 and s.hi[0] >= 0.25
+    z = Interval(np.array([1.0])) / Interval(np.array([-1.0]), np.array([1.0]))
+    assert z.lo[0] == -np.inf and z.hi[0] == np.inf
+
+
+def test_haynsworth_count_agrees_across_arithmetics():
+    # same count, three arithmetics: exact, float64 bisection, interval enclosure (C14)
+    x, g = [0.3, -1.25, 2.0, 0.5, -0.75], [1.5, -0.5, 2.0, 1.0, 0.25]
+    M, s2 = ln_jacobian_exact(x, g, Fraction(1, 64))
+    mpmath.mp.dps = 50
+    A = mpmath.matrix([[mpmath.mpf(int(v.p)) / int(v.q) for v in row] for row in (M * M.T).tolist()])
+    lam_max = float(max(mpmath.eigsy(A)[0]))    # A = M Mᵀ = s² J Jᵀ
+    assert count_eigs_above_exact(x, g, Fraction(1, 64), Fraction(lam_max) * Fraction(999, 1000)) == 1
+    assert count_eigs_above_exact(x, g, Fraction(1, 64), Fraction(lam_max) * Fraction(1001, 1000)) == 0
+    est = ln_spectral_norm(np.array([x]), np.array(g), 1 / 64)[0]
+    lo, hi, ok = ln_spectral_norm_enclosure(np.array([x]), np.array(g), 1 / 64)
+    assert ok[0] and lo[0] <= est <= hi[0] and abs(est - np.sqrt(lam_max / float(s2))) < 1e-12
 
 
 def test_product_norm_matches_matrix_product():

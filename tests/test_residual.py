@@ -1,9 +1,9 @@
 """numerics.residual: pre-LN / post-LN sublayer Jacobians and the post-LN chain rule (C12, C13, C15)."""
 import torch
 
-from numerics.residual import (attention_sublayer, blockdiag_ln_jacobian, chain_expansion, chain_product, jacobian,
-                               mlp_sublayer, offdiag_block_max, post_ln, post_ln_jacobian, post_ln_stack, pre_ln,
-                               pre_ln_jacobian, random_norm, spectral_norm)
+from numerics.residual import (blockdiag_ln_jacobian, chain_expansion, chain_product, jacobian, offdiag_block_max,
+                               post_ln, post_ln_jacobian, post_ln_stack, pre_ln, pre_ln_jacobian, spectral_norm)
+from proofs.checks._sublayers import attention_sublayer, mlp_sublayer, random_norm
 
 
 def _setup(seed=0, L=3, d=6):

@@ -3,6 +3,7 @@ from fractions import Fraction as F
 
 import z3
 
+from proofs.checks import _z3 as zq
 from proofs.checks import softmax_z3 as sz
 from proofs.checks import softmax_z3_bounds as sb
 
@@ -30,19 +31,19 @@ class FakeSolver:
 
 
 def test_unknown_is_never_a_pass():
-    r = sz.run_query([], solver=FakeSolver(z3.unknown))
+    r = zq.run_query([], solver=FakeSolver(z3.unknown))
     assert r.verdict == "unknown" and r.reason == "timeout"
-    t = sz.Tally()
+    t = zq.Tally()
     t.add("fake", r)
-    assert sz.proved(t, "s", "fake").status == "fail"
-    assert sz.refuted_by_model(t, "s", "fake", lambda m: True).status == "fail"
+    assert zq.proved(t, "s", "fake").status == "fail"
+    assert zq.refuted_by_model(t, "s", "fake", lambda m: True).status == "fail"
 
 
 def test_one_unknown_among_unsats_fails():
-    t = sz.Tally()
-    t.add("a", sz.run_query([z3.Real("x") < 0, z3.Real("x") > 0]))
-    t.add("b", sz.run_query([], solver=FakeSolver(z3.unknown)))
-    ev = sz.proved(t, "s", "mixed")
+    t = zq.Tally()
+    t.add("a", zq.run_query([z3.Real("x") < 0, z3.Real("x") > 0]))
+    t.add("b", zq.run_query([], solver=FakeSolver(z3.unknown)))
+    ev = zq.proved(t, "s", "mixed")
     assert t.results[0].verdict == "unsat"
     assert ev.status == "fail" and "b: unknown" in ev.detail
 
@@ -52,28 +53,28 @@ def test_real_timeout_maps_to_unknown_and_fail():
     x, y, z = z3.Reals("x y z")
     q = [x ** 3 + y ** 3 == 9 * z ** 3, x > 0, y > 0, z > 0, x * y * z > 10 ** 12,
          x ** 5 - 7 * y ** 4 + z ** 2 * x == 3]
-    r = sz.run_query(q, timeout_ms=1)
-    t = sz.Tally()
+    r = zq.run_query(q, timeout_ms=1)
+    t = zq.Tally()
     t.add("hard", r)
     assert r.verdict == "unknown"
-    assert sz.proved(t, "s", "hard").status == "fail"
+    assert zq.proved(t, "s", "hard").status == "fail"
 
 
 def test_empty_tally_is_not_a_proof():
-    assert sz.proved(sz.Tally(), "s", "nothing").status == "fail"
+    assert zq.proved(zq.Tally(), "s", "nothing").status == "fail"
 
 
 def test_negative_control_needs_sat_and_replay():
     x = z3.Real("x")
-    t = sz.Tally()
-    t.add("sat", sz.run_query([x > 1, x < 2]))
+    t = zq.Tally()
+    t.add("sat", zq.run_query([x > 1, x < 2]))
     assert t.results[0].verdict == "sat"
-    assert sz.refuted_by_model(t, "s", "w", lambda m: 1 < m["x"] < 2).status == "pass"
+    assert zq.refuted_by_model(t, "s", "w", lambda m: 1 < m["x"] < 2).status == "pass"
     # a model that does not replay, or an unsat query, does not refute anything
-    assert sz.refuted_by_model(t, "s", "w", lambda m: False).status == "fail"
-    u = sz.Tally()
-    u.add("unsat", sz.run_query([x > 1, x < 0]))
-    assert sz.refuted_by_model(u, "s", "w", lambda m: True).status == "fail"
+    assert zq.refuted_by_model(t, "s", "w", lambda m: False).status == "fail"
+    u = zq.Tally()
+    u.add("unsat", zq.run_query([x > 1, x < 0]))
+    assert zq.refuted_by_model(u, "s", "w", lambda m: True).status == "fail"
 
 
 def test_pair_orbits_cover_all_pairs():
@@ -88,11 +89,11 @@ def test_bilinear_matches_hand_value():
     # p = (1/2, 1/4, 1/4), x = (1, −1, 1), y = (1, 1, −1):
     # Σ p x y = 1/2 − 1/4 − 1/4 = 0; Σ p x = 1/2, Σ p y = 1/2 → yᵀCx = −1/4
     p = [F(1, 2), F(1, 4), F(1, 4)]
-    assert sz.f_bilinear(p, [1, 1, -1], [1, -1, 1]) == F(-1, 4)
+    assert zq.f_bilinear(p, [1, 1, -1], [1, -1, 1]) == F(-1, 4)
 
 
 def test_c2_smallest_scope_passes():
-    ev = sz._c2_positive([1, 2, 3])
+    ev = sz.c2_prove([1, 2, 3])
     assert ev.status == "pass"
     assert ev.numbers["orbits"] == 2 + 5 + 8 and ev.numbers["unknown"] == 0
 
@@ -146,8 +147,8 @@ def test_block_mass_negative_control_refutes_both_queries():
     # each model replays by hand: the lemma's on the 4-atom row, the identity's at s
     a, b, c, d = (F(ev.numbers["counterexample"]["model"][k]) for k in "abcd")
     p, x, y = [a, b, c, d], [1, 1, -1, -1], [1, -1, 1, -1]
-    yx = sz.f_bilinear(p, y, x)
-    assert yx > sz.f_bilinear(p, x, x) / 2 and yx > sz.f_bilinear(p, y, y) / 2
+    yx = zq.f_bilinear(p, y, x)
+    assert yx > zq.f_bilinear(p, x, x) / 2 and yx > zq.f_bilinear(p, y, y) / 2
     s = F(ev.numbers["identity_counterexample"]["model"]["s"])
     assert 1 - (2 * s - 1) ** 2 != 3 * s * (1 - s)
 
@@ -159,9 +160,9 @@ def test_square_identity_query_right_and_wrong():
 
 def test_block_mass_control_fails_without_sat():
     # the positive statement (scale 1) has no model, so refuted_by_model must fail
-    t = sz.Tally()
+    t = zq.Tally()
     t.add("right lemma", sz.c2_block_mass_query())
-    assert sz.refuted_by_model(t, "s", "w", sz._replay_block_masses(F(1))).status == "fail"
+    assert zq.refuted_by_model(t, "s", "w", sz.replay_block_masses(F(1))).status == "fail"
 
 
 def test_sawtooth_attainment_negative_control_refutes():

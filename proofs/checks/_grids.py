@@ -11,6 +11,9 @@ import itertools
 
 import numpy as np
 
+from numerics.signs import sign_matrix
+from numerics.theta import theta_bruteforce
+
 
 def partitions(n: int, L: int, largest: int | None = None):
     """Nonincreasing integer vectors of length L, entries ≥ 0, summing to n.
@@ -41,13 +44,6 @@ def compositions(n: int, L: int):
         yield tuple(out)
 
 
-def sign_matrix(L: int) -> np.ndarray:
-    """All x ∈ {±1}^L with x_0 = +1, as an int64 array (2^(L−1), L)."""
-    idx = np.arange(1 << (L - 1))
-    X = 1 - 2 * ((idx[:, None] >> np.arange(L - 1)) & 1)
-    return np.concatenate([np.ones((X.shape[0], 1), dtype=np.int64), X], axis=1).astype(np.int64)
-
-
 def scaled_norm_inf_to_one(k: tuple[int, ...]) -> int:
     """n²‖C(k/n)‖_{∞→1} exactly (int64 arithmetic; entries are at most n² ≪ 2^63)."""
     kk = np.asarray(k, dtype=np.int64)
@@ -58,10 +54,9 @@ def scaled_norm_inf_to_one(k: tuple[int, ...]) -> int:
 
 
 def scaled_theta(k: tuple[int, ...]) -> int:
-    """n²·θ(k/n) = max_S 4 k(S)(n − k(S)) exactly, by enumerating subsets."""
-    kk = np.asarray(k, dtype=np.int64)
-    n = int(kk.sum())
-    L = len(k)
-    idx = np.arange(1 << L)
-    sums = ((idx[:, None] >> np.arange(L)) & 1) @ kk
-    return int((4 * sums * (n - sums)).max())
+    """n²·θ(k/n) = max_S 4 k(S)(n − k(S)), exactly (numerics.theta's subset enumeration)."""
+    n = sum(k)
+    v = theta_bruteforce(list(k)).theta * n * n
+    if v.denominator != 1:   # n²θ is an integer on the grid; anything else is a bug upstream
+        raise ArithmeticError(f"n²θ is not an integer at k = {k}: {v}")
+    return int(v)

@@ -113,7 +113,7 @@ def c10_projected_ascent(tier):
 
 
 @check("C10", "float64", scope="same ascent with inputs of growing size (R = 1, 4, 16) and unprojected",
-       negative_control=True)
+       negative_control=True, guards=("c10_projected_ascent",))
 def c10_unbounded_refuted(tier):
     """The wrong statement: the C10 constant for R = 1 bounds the Lipschitz constant everywhere."""
     old = torch.get_num_threads()

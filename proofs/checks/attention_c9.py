@@ -147,7 +147,8 @@ def c9_adversarial(tier):
                    evaluations=n, best_ratio=round(r, 9), best_config=list(cfg) if cfg else None)
 
 
-@check("C9", "float64", scope="same search against the bound with θ replaced by θ/4", negative_control=True)
+@check("C9", "float64", scope="same search against the bound with θ replaced by θ/4", negative_control=True,
+       guards=("c9_adversarial",))
 def c9_theta_quarter_refuted(tier):
     r, n, cfg = adversarial_search("quick", 0.25, seed=7)  # the quick budget already refutes it
     return refuted(math.isfinite(r) and r > 1.0, f"{n} search evaluations",

@@ -8,7 +8,7 @@ eps/s² (on c) and 1 (d − 2 times), so ‖P‖₂ ≤ 1.  Equality needs a v �
 equality.  The upper bound is certified by P's exact characteristic polynomial (symbolic
 in x for small d, and at every instance point); equality additionally by exhibiting v
 exactly; strict inequality by the exact Haynsworth eigenvalue count
-(numerics.layernorm.count_eigs_above_exact).
+(numerics.layernorm_spectral.count_eigs_above_exact).
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from fractions import Fraction
 import numpy as np
 import sympy
 
-from numerics.layernorm import count_eigs_above_exact, ln_jacobian, ln_jacobian_exact, ln_spectral_norm
+from numerics.layernorm import ln_jacobian, ln_jacobian_exact
+from numerics.layernorm_spectral import count_eigs_above_exact, ln_spectral_norm
 
 from ..registry import check
 from ._util import nanmax, refuted, verdict
@@ -146,7 +147,8 @@ def c14_bound_and_equality_exact(tier):
         instances=n, instance_points=len(upper_ok), symbolic_d_max=d_sym, counts=counts)
 
 
-@check("C14", "exact", scope="d = 2…6: naive ‖J_LN‖₂ = max|γ|/σ", negative_control=True)
+@check("C14", "exact", scope="d = 2…6: naive ‖J_LN‖₂ = max|γ|/σ", negative_control=True,
+       guards=("c14_bound_and_equality_exact",))
 def c14_naive_max_gamma_over_sigma_refuted(tier):
     # Wrong variant: equality with σ (eps dropped).  A = s²JJᵀ, so the naive value is
     # λ_max(A) = max|γ|²s²/σ².  eps > 0: λ_mid = (max|γ|² + max|γ|²s²/σ²)/2 lies strictly
@@ -179,7 +181,8 @@ def c14_naive_max_gamma_over_sigma_refuted(tier):
                    if ok else "", refuted=n_ref, instances=n, refuted_eps_pos=ref_eps, refuted_eps_zero=ref_zero)
 
 
-@check("C14", "exact", scope="γ = (2, 2, 2, 1): 'equality only when γ is constant'", negative_control=True)
+@check("C14", "exact", scope="γ = (2, 2, 2, 1): 'equality only when γ is constant'", negative_control=True,
+       guards=("c14_bound_and_equality_exact",))
 def c14_equality_only_if_constant_refuted(tier):
     # Wrong variant (the registered wording read as 'only if'): a non-constant γ whose
     # maximum is attained three times reaches the bound exactly.

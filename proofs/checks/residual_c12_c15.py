@@ -10,11 +10,11 @@ import math
 
 import torch
 
-from numerics.residual import (attention_sublayer, blockdiag_ln_jacobian, chain_expansion, chain_product,
-                               jacobian, mlp_sublayer, offdiag_block_max, post_ln, post_ln_jacobian,
-                               post_ln_stack, pre_ln, pre_ln_jacobian, random_norm, spectral_norm)
+from numerics.residual import (chain_expansion, chain_product, jacobian, offdiag_block_max, post_ln, post_ln_jacobian,
+                               post_ln_stack, pre_ln, pre_ln_jacobian, spectral_norm)
 
 from ..registry import check
+from ._sublayers import attention_sublayer, mlp_sublayer, random_norm
 from ._util import nanmax, nanmin, refuted, verdict, worst
 
 TOL = 1e-12
@@ -37,6 +37,17 @@ def _cases(tier: str, seed: int):
             out.append(("attention", X, attention_sublayer(d, heads, gen, causal=bool(r % 2)), norm))
             out.append(("mlp", X, mlp_sublayer(d, 4 * d, gen), norm))
     return out
+
+
+def _residual_jacobians(wrap, cases):
+    """(X, F, norm, J) per case, J the float64 autograd Jacobian of the residual block wrap(F, norm)."""
+    for _, X, F, norm in cases:
+        yield X, F, norm, jacobian(wrap(F, norm), X)
+
+
+def _identity_gap(J: torch.Tensor) -> float:
+    """‖J − I‖₂: C13's lower bound 1 says a post-LN block never has an additive identity path."""
+    return spectral_norm(J - torch.eye(J.shape[0], dtype=J.dtype))
 
 
 def _rel(A: torch.Tensor, B: torch.Tensor) -> float:
@@ -66,8 +77,7 @@ def c12_pre_ln_identity_path(tier):
 @check("C13", "float64", scope="L = 3, d ∈ {6, 8}, attention and MLP sublayers, eps ∈ {0, 1e-12, 1e-5}")
 def c13_post_ln_left_kernel(tier):
     worst_comp, worst_kernel, min_gap, n = 0.0, 0.0, float("inf"), 0
-    for _, X, F, norm in _cases(tier, 13):
-        J = jacobian(post_ln(F, norm), X)                    # autograd of x ↦ LN(x + F(x))
+    for X, F, norm, J in _residual_jacobians(post_ln, _cases(tier, 13)):   # J of x ↦ LN(x + F(x))
         worst_comp = nanmax(worst_comp, _rel(post_ln_jacobian(X, F, norm), J))
         L, d = X.shape
         nJ = spectral_norm(J)
@@ -75,7 +85,7 @@ def c13_post_ln_left_kernel(tier):
             w = torch.zeros(L * d, dtype=X.dtype)
             w[t * d:(t + 1) * d] = 1 / norm.gamma
             worst_kernel = nanmax(worst_kernel, float((w @ J).norm() / (w.norm() * max(nJ, 1.0))))
-        min_gap = nanmin(min_gap, spectral_norm(J - torch.eye(L * d, dtype=X.dtype)))
+        min_gap = nanmin(min_gap, _identity_gap(J))
         n += 1
     ok = worst_comp < TOL and worst_kernel < TOL and min_gap >= 1 - TOL
     return verdict(ok, f"{n} sublayers, L = 3, d ≤ 8",
@@ -84,17 +94,20 @@ def c13_post_ln_left_kernel(tier):
                    sublayers=n, worst_composition=worst_comp, worst_kernel=worst_kernel, min_gap=min_gap)
 
 
-@check("C13", "float64", scope="pre-LN sublayers with small F: '‖J − I‖₂ ≥ 1' for pre-LN", negative_control=True)
+@check("C13", "float64", scope="pre-LN sublayers with small F: '‖J − I‖₂ ≥ 1' for pre-LN", negative_control=True,
+       guards=("c13_post_ln_left_kernel",))
 def c13_gap_for_pre_ln_refuted(tier):
-    # Wrong variant: the post-LN gap ‖J − I‖₂ ≥ 1 also for pre-LN.  With a small branch
-    # F the pre-LN Jacobian is I + small, so the gap must fail; this shows the check discriminates.
+    # Wrong variant: the post-LN gap ‖J − I‖₂ ≥ 1 also for pre-LN, measured by the positive
+    # check's own Jacobian and gap code with the block wrapper swapped.  With a small branch F
+    # the pre-LN Jacobian is I + small, so the gap must fail: the check discriminates.
     gen = torch.Generator().manual_seed(131)
-    gaps = []
+    cases = []
     for d, heads in ((6, 2), (8, 4)):
         X = torch.randn(3, d, generator=gen, dtype=torch.float64)
         norm = random_norm(d, gen)
         for F in (attention_sublayer(d, heads, gen, scale=0.05), mlp_sublayer(d, 4 * d, gen, scale=0.05)):
-            gaps.append(spectral_norm(jacobian(pre_ln(F, norm), X) - torch.eye(3 * d, dtype=torch.float64)))
+            cases.append(("pre-LN", X, F, norm))
+    gaps = [_identity_gap(J) for *_, J in _residual_jacobians(pre_ln, cases)]
     top = worst(gaps)                                  # +inf if any gap is NaN
     return refuted(top < 0.9, f"{len(gaps)} pre-LN sublayers",
                    f"pre-LN ‖J − I‖₂ ≤ {top:.3f} < 1: the post-LN gap is not a property of every residual"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from numerics.softmax import covariance, inf_to_one_norm
-from numerics.theta import theta_bruteforce, theta_exact, theta_of_mask, theta_uniform
+from numerics.theta import sawtooth_delta, theta_bruteforce, theta_exact, theta_of_mask, theta_uniform
 
 from ..registry import check
 from ._grids import compositions, partitions, scaled_norm_inf_to_one, scaled_theta
@@ -55,7 +55,7 @@ def c2_grid(tier):
                    points=points, tau_points=tau_points, mismatches=mismatches)
 
 
-@check("C2", "exact", negative_control=True,
+@check("C2", "exact", negative_control=True, guards=("c2_grid",),
        scope="same grids, L = 4…6: the wrong identity ‖C‖∞→1 = 4m(1 − m) without m ≥ 1/2")
 def c2_grid_negative(tier):
     grid, _ = _grid(tier)
@@ -96,7 +96,7 @@ def c3_uniform(tier):
                    f"also with causal zero padding; failures: {bad or 'none'}", failures=bad)
 
 
-@check("C3", "exact", negative_control=True,
+@check("C3", "exact", negative_control=True, guards=("c3_uniform",),
        scope="L = 2…12: the wrong parity-free claim θ(uniform) = 1 for all L ≥ 2")
 def c3_negative(tier):
     bad = [L for L in range(2, 13) if theta_bruteforce([1] * L).theta != 1]
@@ -118,7 +118,7 @@ def c4_grid(tier):
                    points=points, violations=bad)
 
 
-@check("C4", "exact", negative_control=True,
+@check("C4", "exact", negative_control=True, guards=("c4_grid",),
        scope="grids L = 4…6 without the hypothesis m ≥ 1/2")
 def c4_negative(tier):
     grid, _ = _grid(tier)
@@ -127,19 +127,6 @@ def c4_negative(tier):
     return refuted(found is not None, "L = 4…6 grids",
                    f"counterexample k/n = {found[0]}/{found[1]}" if found else "",
                    counterexample=[list(found[0]), found[1]] if found else None)
-
-
-def _sawtooth_delta(m: Fraction) -> Fraction | None:
-    """C5: the conjectured exact minimum δ*(m) of the discrepancy at fixed p_max = m."""
-    if Fraction(1, 3) <= m <= Fraction(1, 2):
-        return 1 - 2 * m  # θ = 4m(1 − m)  ⇔  δ = 1 − 2m
-    if Fraction(2, 7) <= m <= Fraction(1, 3):
-        return 4 * m - 1
-    if Fraction(7, 27) <= m <= Fraction(2, 7):
-        return (6 * m - 1) / 5
-    if Fraction(1, 5) <= m <= Fraction(7, 27):
-        return (1 - 3 * m) / 2
-    return None
 
 
 @check("C5", "exact", scope="every grid point L ≤ 6 (same grids as C2): both lower bounds, and "
@@ -152,7 +139,7 @@ def c5_grid(tier):
             points += 1
             m, th = k[0], scaled_theta(k)            # th = n²θ
             bad_simple += th < 4 * m * (n - m) or th < n * n - m * m
-            d = _sawtooth_delta(Fraction(m, n))
+            d = sawtooth_delta(Fraction(m, n))
             if d is not None:
                 saw_points += 1
                 bad_saw += Fraction(th, n * n) < 1 - d * d
@@ -162,22 +149,38 @@ def c5_grid(tier):
                    points=points, sawtooth_points=saw_points, violations=bad_simple + bad_saw)
 
 
+# Extremal rows (found by the exact grid search above) at which θ hits the sawtooth envelope.
+_ATTAINED = {
+    Fraction(2, 5): [Fraction(2, 5), Fraction(2, 5), Fraction(1, 5)],          # (m, m, 1 − 2m)
+    Fraction(3, 10): [Fraction(3, 10)] * 3 + [Fraction(1, 10)],                 # δ* = 4m − 1
+    Fraction(1, 3): [Fraction(1, 3)] * 3,                                        # 1 − m² tight
+    Fraction(1, 5): [Fraction(1, 5)] * 5,                                        # 1 − m² tight
+}
+
+
+def attainment_misses(delta) -> list[str]:
+    """The m of _ATTAINED at which θ(row) ≠ 1 − delta(m)² (exact), after checking max(row) = m."""
+    return [str(m) for m, p in _ATTAINED.items() if max(p) != m or theta_exact(p).theta != 1 - delta(m) ** 2]
+
+
 @check("C5", "exact", scope="attainment: explicit rows at which θ equals the sawtooth minimum")
 def c5_attained(tier):
-    # Extremal rows (found by the exact grid search above): θ hits the envelope.
-    cases = {
-        Fraction(2, 5): [Fraction(2, 5), Fraction(2, 5), Fraction(1, 5)],          # (m, m, 1 − 2m)
-        Fraction(3, 10): [Fraction(3, 10)] * 3 + [Fraction(1, 10)],                 # δ* = 4m − 1
-        Fraction(1, 3): [Fraction(1, 3)] * 3,                                        # 1 − m² tight
-        Fraction(1, 5): [Fraction(1, 5)] * 5,                                        # 1 − m² tight
-    }
-    bad = [str(m) for m, p in cases.items() if theta_exact(p).theta != 1 - _sawtooth_delta(m) ** 2]
+    bad = attainment_misses(sawtooth_delta)
     return verdict(not bad, "m ∈ {2/5, 3/10, 1/3, 1/5}",
                    f"the sawtooth minimum is attained at all 4 explicit rows; failures: {bad or 'none'}",
                    failures=bad)
 
 
-@check("C5", "exact", negative_control=True,
+@check("C5", "exact", negative_control=True, guards=("c5_attained",),
+       scope="same rows: attainment of 1 − (δ*·101/100)², a sawtooth 1% off, must fail at every row")
+def c5_attained_negative(tier):
+    bad = attainment_misses(lambda m: sawtooth_delta(m) * Fraction(101, 100))
+    return refuted(len(bad) == len(_ATTAINED), "m ∈ {2/5, 3/10, 1/3, 1/5}",
+                   f"θ ≠ 1 − (1.01·δ*)² at m = {', '.join(bad)}" if len(bad) == len(_ATTAINED) else
+                   f"the perturbed minimum was 'attained' at {len(_ATTAINED) - len(bad)} row(s)", missed=bad)
+
+
+@check("C5", "exact", negative_control=True, guards=("c5_grid",),
        scope="grids L ≤ 6, rows with p_max ≤ 1/2: the sharpened bound θ ≥ 1 − (99m/100)²")
 def c5_negative(tier):
     # 1 − m² is tight at m = 1/(2k + 1) (uniform rows on an odd number of atoms), so any
@@ -190,17 +193,32 @@ def c5_negative(tier):
                    counterexample=[list(found[0]), found[1]] if found else None)
 
 
-@check("C6", "exact", scope="grids L ≤ 5: zero atoms appended or inserted leave θ unchanged")
-def c6_zero_atoms(tier):
+def padding_changes(pad: int, grid: dict[int, int]) -> tuple[int, int]:
+    """(#padded rows, #rows whose θ changed) when atoms of weight ``pad`` are appended or inserted."""
     checked = bad = 0
-    for L, n in {2: 12, 3: 10, 4: 8, 5: 6}.items():
+    for L, n in grid.items():
         for k in partitions(n, L):
             base = theta_bruteforce(list(k)).theta
-            for padded in (list(k) + [0], [0] + list(k), list(k[:1]) + [0, 0] + list(k[1:])):
+            for padded in (list(k) + [pad], [pad] + list(k), list(k[:1]) + [pad, pad] + list(k[1:])):
                 checked += 1
                 bad += theta_bruteforce(padded).theta != base
-    return verdict(bad == 0, "L ≤ 5 grids, three paddings each",
+    return checked, bad
+
+
+@check("C6", "exact", scope="grids L ≤ 5: zero atoms appended or inserted leave θ unchanged")
+def c6_zero_atoms(tier):
+    checked, bad = padding_changes(0, {2: 12, 3: 10, 4: 8, 5: 6})
+    return verdict(bad == 0 and checked > 0, "L ≤ 5 grids, three paddings each",
                    f"{checked} padded rows, θ unchanged in all; violations: {bad}", checked=checked, violations=bad)
+
+
+@check("C6", "exact", negative_control=True, guards=("c6_zero_atoms",),
+       scope="same code, L ≤ 3 grids: atoms of weight 1/n (not zero) must change θ somewhere")
+def c6_zero_atoms_negative(tier):
+    checked, bad = padding_changes(1, {2: 12, 3: 10})
+    return refuted(bad > 0, "L ≤ 3 grids, three paddings each",
+                   f"θ changed on {bad} of {checked} rows padded with weight-1/n atoms" if bad else "",
+                   checked=checked, changed=bad)
 
 
 def _lipschitz_worst(grid: dict[int, int]) -> tuple[Fraction, int]:
@@ -243,47 +261,54 @@ def c6_lipschitz_grid(tier):
                    f"{worst} (≤ 2; the supremum 2 is approached next to one-hot rows)", pairs=pairs, worst=str(worst))
 
 
-@check("C6", "exact", negative_control=True, scope="same grids: the too-strong constant 1 (θ 1-Lipschitz)")
+@check("C6", "exact", negative_control=True, guards=("c6_lipschitz_grid",),
+       scope="same grids: the too-strong constant 1 (θ 1-Lipschitz)")
 def c6_lipschitz_negative(tier):
     worst, pairs = _lipschitz_worst({2: 24, 3: 16, 4: 12})
     return refuted(worst > 1, "L ≤ 4 grids", f"ratio {worst} > 1 found" if worst > 1 else "", worst=str(worst))
 
 
-@check("C7", "exact", scope="every subset of every grid point L ≤ 5, normalised and scaled by 1/2, 3")
-def c7_grid(tier):
+def subset_certificates(grid: dict[int, int], scales, certificate) -> tuple[int, int, int]:
+    """Every (grid row k·s for s in scales(n), subset S): (#cases, #cases with certificate(row, S) > θ,
+    #grid points where the best certificate equals θ)."""
     checked = bad = tight = 0
-    for L, n in {2: 12, 3: 10, 4: 8, 5: 7}.items():
+    for L, n in grid.items():
         for k in partitions(n, L):
             if max(k) == 0:
                 continue
             th = Fraction(scaled_theta(k), n * n)
             best = Fraction(0)
             for mask in range(1 << L):
-                for scale in (Fraction(1, n), Fraction(1, 2 * n), Fraction(3, n)):  # Σ = 1, 1/2, 3
-                    row = [x * scale for x in k]
-                    v = theta_of_mask(row, mask)
+                for scale in scales(n):
+                    v = certificate([x * scale for x in k], mask)
                     checked += 1
                     bad += v > th
                     best = max(best, v)
             tight += best == th
+    return checked, bad, tight
+
+
+@check("C7", "exact", scope="every subset of every grid point L ≤ 5, normalised and scaled by 1/2, 3")
+def c7_grid(tier):
+    grid = {2: 12, 3: 10, 4: 8, 5: 7}
+    # row sums 1, 1/2 and 3 (k sums to n)
+    checked, bad, tight = subset_certificates(grid, lambda n: (Fraction(1, n), Fraction(1, 2 * n), Fraction(3, n)),
+                                               theta_of_mask)
     ok = bad == 0 and tight > 0
     return verdict(ok, "L ≤ 5 grids, every subset, row sums 1, 1/2, 3",
                    f"4ab/(a + b)² ≤ θ for all {checked} (row, S, scale) cases and the best S attains θ; "
                    f"violations: {bad}", checked=checked, violations=bad)
 
 
-@check("C7", "exact", negative_control=True,
+def unnormalised_certificate(row, mask) -> Fraction:
+    """4·p(S)·p(Sᶜ) without dividing by (Σp)²: theta_of_mask's value times (Σp)²."""
+    return theta_of_mask(row, mask) * sum(row) ** 2
+
+
+@check("C7", "exact", negative_control=True, guards=("c7_grid",),
        scope="rows summing to 3/2, L ≤ 4: the unnormalised value 4·p(S)·p(Sᶜ) as a certificate")
 def c7_negative(tier):
-    found = None
-    for k in partitions(8, 4):
-        row = [Fraction(x, 8) * Fraction(3, 2) for x in k]
-        for mask in range(16):
-            a = sum(row[i] for i in range(4) if mask >> i & 1)
-            if 4 * a * (sum(row) - a) > theta_exact(row).theta:
-                found = (k, mask)
-                break
-        if found:
-            break
-    return refuted(found is not None, "rows of sum 3/2, L = 4",
-                   f"4ab exceeds θ at k = {found[0]}, S = {found[1]:04b}" if found else "")
+    checked, bad, _ = subset_certificates({3: 6, 4: 8}, lambda n: (Fraction(3, 2 * n),), unnormalised_certificate)
+    return refuted(bad > 0, "rows of sum 3/2, L = 3, 4",
+                   f"4p(S)p(Sᶜ) exceeds θ on {bad} of {checked} (row, S) cases" if bad else "",
+                   checked=checked, violations=bad)

@@ -1,9 +1,9 @@
 """Symbolic checks (sympy) of C1 and of the quadratic-form step of C2."""
 from __future__ import annotations
 
-import itertools
-
 import sympy as sp
+
+from numerics.signs import sign_tuples
 
 from ..registry import check
 from ._util import refuted, verdict
@@ -30,7 +30,7 @@ def c1_symbolic(tier):
                    f"failures: {bad or 'none'}", failures=bad)
 
 
-@check("C1", "sympy", negative_control=True, scope="L = 2, 3: the wrong Jacobian diag(p)/τ")
+@check("C1", "sympy", negative_control=True, guards=("c1_symbolic",), scope="L = 2, 3: the wrong Jacobian diag(p)/τ")
 def c1_symbolic_negative(tier):
     refuted_at = [L for L in (2, 3) if not _softmax_jacobian_residual(L, wrong=True).is_zero_matrix]
     return refuted(refuted_at == [2, 3], "L = 2, 3", "diag(p)/τ differs from the Jacobian at L = 2 and 3"
@@ -44,8 +44,8 @@ def _quadratic_residuals(L: int, normalised: bool):
         q[-1] = 1 - sum(q[:-1])
     C = sp.Matrix(L, L, lambda i, j: (q[i] if i == j else 0) - q[i] * q[j])
     out = []
-    for signs in itertools.product((1, -1), repeat=L - 1):
-        x = sp.Matrix([1, *signs])                       # x_0 = +1: S and Sᶜ give the same form
+    for signs in sign_tuples(L):
+        x = sp.Matrix(signs)                             # x_0 = +1: S and Sᶜ give the same form
         a = sum(q[i] for i in range(L) if x[i] == 1)
         out.append(sp.expand((x.T * C * x)[0, 0] - 4 * a * (1 - a)))
     return out, q, C
@@ -62,8 +62,8 @@ def c2_quadratic_identity(tier):
         # Without Σq = 1 the form is Σq − (ε·q)² (MATH.md, C2 step iii).
         q = sp.symbols(f"q0:{L}", positive=True)
         C = sp.Matrix(L, L, lambda i, j: (q[i] if i == j else 0) - q[i] * q[j])
-        for signs in itertools.product((1, -1), repeat=L - 1):
-            x = sp.Matrix([1, *signs])
+        for signs in sign_tuples(L):
+            x = sp.Matrix(signs)
             eq = sum(x[i] * q[i] for i in range(L))
             if sp.expand((x.T * C * x)[0, 0] - (sum(q) - eq ** 2)) != 0:
                 general_bad.append(L)
@@ -73,7 +73,7 @@ def c2_quadratic_identity(tier):
                    f"for every S and L = 2…5; failures: {sorted(set(bad + general_bad)) or 'none'}")
 
 
-@check("C2", "sympy", negative_control=True,
+@check("C2", "sympy", negative_control=True, guards=("c2_quadratic_identity",),
        scope="L = 3: the simplex identity used for an unnormalised q (must not hold)")
 def c2_quadratic_identity_negative(tier):
     res, _, _ = _quadratic_residuals(3, normalised=False)

@@ -1,6 +1,6 @@
 """z3 checks of C4 (dominant atom) and C5 (θ against p_max, with the sawtooth).
 
-Query machinery and conventions as in :mod:`proofs.checks.softmax_z3`: each
+Query machinery and conventions as in :mod:`proofs.checks._z3`: each
 statement's negation must be unsat, an unknown fails, and every negative
 control must be sat with a model that replays exactly in Fractions.
 
@@ -18,21 +18,18 @@ from fractions import Fraction
 
 import z3
 
+from numerics.theta import SAWTOOTH, theta_bruteforce
+
 from ..registry import Evidence, check
-from .softmax_z3 import (FULL_TIMEOUT_MS, QUERY_TIMEOUT_MS, Tally, both_refuted, mass, model_row, proved,
-                         refuted_by_model, run_query, simplex, split, subsets_without_last)
+from ._z3 import (FULL_TIMEOUT_MS, QUERY_TIMEOUT_MS, Tally, both_refuted, model_row, proved, refuted_by_model,
+                  run_query, simplex, split, subsets_without_last)
 
 F = Fraction
 
 
 def theta_fraction(p) -> Fraction:
-    """θ(p) by enumerating subsets, exact (replay only; rows of length ≤ 8)."""
-    L = len(p)
-    best = F(0)
-    for mask in range(1 << L):
-        a = sum(p[i] for i in range(L) if mask >> i & 1)
-        best = max(best, 4 * a * (1 - a))
-    return best
+    """θ of a model's row in exact arithmetic (numerics.theta; replay of nonnegative rows only)."""
+    return theta_bruteforce(p).theta
 
 
 def _is_row(p, nonneg=True) -> bool:
@@ -87,7 +84,8 @@ def c4_z3_dominant(tier="quick"):
                   "C4: 4p(S)(1 − p(S)) ≤ 4m(1 − m) when m ≥ 1/2 (equality at S = {argmax})")
 
 
-@check("C4", "z3", scope="L = 4 without m ≥ 1/2; (a, m) lemma without m ≥ 1/2", negative_control=True)
+@check("C4", "z3", scope="L = 4 without m ≥ 1/2; (a, m) lemma without m ≥ 1/2", negative_control=True,
+       guards=("c4_z3_dominant",))
 def c4_z3_neg_no_half(tier="quick"):
     """Without m ≥ 1/2 (uniform on 4 atoms: θ = 1 > 3/4) both encodings must find a model."""
     L = 4
@@ -145,7 +143,7 @@ def c5_z3_pmax_bounds(tier="quick"):
     return proved(tally, f"L ≤ {top}", "C5: θ ≥ max(4m(1 − m), 1 − m²)")
 
 
-@check("C5", "z3", scope="L = 4, bound 1 − m²/4", negative_control=True)
+@check("C5", "z3", scope="L = 4, bound 1 − m²/4", negative_control=True, guards=("c5_z3_pmax_bounds",))
 def c5_z3_neg_strong(tier="quick"):
     """Too strong: θ ≥ 1 − m²/4 must be refuted by a model, replayed exactly."""
     L = 4
@@ -158,7 +156,8 @@ def c5_z3_neg_strong(tier="quick"):
     return refuted_by_model(tally, f"L = {L}", "θ ≥ 1 − m²/4", replay)
 
 
-@check("C5", "z3", scope="L = 3, m ∈ [1/4, 1/2], bound 1 − (99m/100)²", negative_control=True)
+@check("C5", "z3", scope="L = 3, m ∈ [1/4, 1/2], bound 1 − (99m/100)²", negative_control=True,
+       guards=("c5_z3_pmax_bounds",))
 def c5_z3_neg_sharp(tier="quick"):
     """1 − m² is attained at m = 1/3 (uniform on 3 atoms): 1% less δ must be refuted.
 
@@ -178,14 +177,8 @@ def c5_z3_neg_sharp(tier="quick"):
 
 # ----------------------------------------------------------------------------- C5: the sawtooth
 
-# (interval, δ*(m), extremal row p(m), witness S with |1 − 2p(S)| = δ*): θ_min(m) = 1 − δ*(m)².
-# The rows are padded with zeros to length L (zero atoms do not change θ, C6).
-SAWTOOTH = (
-    ((F(1, 3), F(1, 2)), lambda m: 1 - 2 * m, lambda m: [m, m, 1 - 2 * m], [0]),
-    ((F(2, 7), F(1, 3)), lambda m: 4 * m - 1, lambda m: [m, m, m, 1 - 3 * m], [0, 1]),
-    ((F(7, 27), F(2, 7)), lambda m: (6 * m - 1) / 5, lambda m: [m] + [(1 - m) / 5] * 5, [0, 1, 2]),
-    ((F(1, 5), F(7, 27)), lambda m: (1 - 3 * m) / 2, lambda m: [m] + [(1 - m) / 4] * 4, [0, 1]),
-)
+# SAWTOOTH (numerics.theta): per piece (interval, δ*(m), extremal row p(m), witness S with
+# |1 − 2p(S)| = δ*), θ_min(m) = 1 − δ*(m)².  Rows are padded with zeros to length L (C6).
 
 
 def _piece_name(interval) -> str:
@@ -266,7 +259,8 @@ def c5_z3_sawtooth_full(tier="full"):
     return _sawtooth("full")
 
 
-@check("C5", "z3", scope="L = 6, piece [7/27, 2/7] with δ* shrunk by 1%", negative_control=True)
+@check("C5", "z3", scope="L = 6, piece [7/27, 2/7] with δ* shrunk by 1%", negative_control=True,
+       guards=("c5_z3_sawtooth", "c5_z3_sawtooth_full"))
 def c5_z3_neg_sawtooth(tier="quick"):
     """δ* shrunk by 1% (so the θ bound is too strong) must be refuted by a model."""
     L, k, shrink = 6, 2, F(99, 100)
@@ -297,7 +291,7 @@ def _attainment_query(L: int, k: int, dscale: Fraction, which: str) -> Tally:
 
 
 @check("C5", "z3", scope="L = 6, piece [7/27, 2/7]: attainment with δ* × 99/100 and × 101/100",
-       negative_control=True)
+       negative_control=True, guards=("c5_z3_sawtooth", "c5_z3_sawtooth_full"))
 def c5_z3_neg_attainment(tier="quick"):
     """Wrong attainment targets 1 − (c·δ*)² must each be refuted by a model replayed in Fractions.
 
