@@ -5,7 +5,7 @@ in a post-LN block) and s = √(var(y) + eps):
 
 * ``ρ = s/‖γ‖_∞``: the lemma's condition at that token is ``ρ > 1`` (then
   ``‖J_LN(y)‖₂ ≤ 1/ρ < 1``);
-* ``‖J_LN(y)‖₂``, enclosed rigorously (numerics.layernorm.ln_spectral_norm_enclosure);
+* ``‖J_LN(y)‖₂``, enclosed rigorously (numerics.layernorm_spectral.ln_spectral_norm_enclosure);
 * over depth, the LayerNorm-only term ``Π_l blockdiag J_LN(y_l)`` of the post-LN
   chain rule (C15) is block-diagonal over tokens, so its norm is at most
   ``max_t Π_l ‖J_LN(y_{l,t})‖₂``; both that product (from the enclosures) and the
@@ -30,7 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from numerics.layernorm import _up, ln_product_norm, ln_spectral_norm_enclosure, rho_enclosure
+from numerics.layernorm import ln_product_norm
+from numerics.layernorm_spectral import ln_spectral_norm_enclosure, rho_enclosure
+from numerics.rounding import up
 
 
 @dataclass
@@ -61,7 +63,7 @@ def ln_stats(name: str, y: np.ndarray, gamma: np.ndarray, eps: float):
     gamma = np.asarray(gamma, dtype=np.float64)
     rlo, rhi = rho_enclosure(y, gamma, eps)
     lo, hi, ok = ln_spectral_norm_enclosure(y, gamma, eps)
-    inv_rho_up = _up(1.0 / rlo)                 # the lemma's bound 1/ρ, rounded up
+    inv_rho_up = up(1.0 / rlo)                 # the lemma's bound 1/ρ, rounded up
     rel = np.where(ok, (hi - lo) / hi, np.nan)
     st = LNStats(name, len(y), float(np.max(np.abs(gamma))), _quant(0.5 * (rlo + rhi)),
                  float(np.mean(rlo > 1)), float(np.mean(rhi <= 1)), _quant(hi),
@@ -91,7 +93,7 @@ def product_bounds(per_token: list[dict]) -> Product:
     p_norm = np.ones_like(per_token[0]["norm_hi"])
     p_rho = np.ones_like(per_token[0]["norm_hi"])
     for a in per_token:
-        p_norm, p_rho = _up(p_norm * a["norm_hi"]), _up(p_rho * a["inv_rho_up"])
+        p_norm, p_rho = up(p_norm * a["norm_hi"]), up(p_rho * a["inv_rho_up"])
     actual = ln_product_norm([a["y"] for a in per_token], [a["gamma"] for a in per_token],
                              [a["eps"] for a in per_token], iters=60)
     cond = np.all([a["rho_lo"] > 1 for a in per_token], axis=0)

@@ -189,21 +189,3 @@ def ln_product_norm(xs: list, gammas: list, eps: list, iters: int = 200, seed: i
             w = ln_vjp(x, g, e, w)
         v = w
     return est
-
-
-
-
-# numerics.layernorm_spectral holds C14's spectral-norm code; these names were
-# public here before the split (gpu_experiments/postln_probe.py still imports them).
-_MOVED = {"count_eigs_above_exact", "ln_spectral_norm", "ln_spectral_norm_enclosure",
-          "rho_enclosure", "s2_enclosure"}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        from . import layernorm_spectral
-        return getattr(layernorm_spectral, name)
-    if name == "_up":   # the one-ulp upward step now lives in numerics.rounding
-        from .rounding import up
-        return up
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
