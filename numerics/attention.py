@@ -1,6 +1,6 @@
 """Multi-head attention with explicit per-head weights (C9, C10), and adapters from torch.
 
-Convention (MATH.md, C9): rows x_i of X ∈ R^{L×d}; head h has W_Q^h, W_K^h ∈
+Convention (claim C9): rows x_i of X ∈ R^{L×d}; head h has W_Q^h, W_K^h ∈
 R^{d×d_k}, W_V^h ∈ R^{d×d_v};  s_ij = q_iᵀk_j with q_i = W_Q^{hT}x_i + b_q^h,
 k_j = W_K^{hT}x_j + b_k^h;  P^h = rowsoftmax(S^h/τ) (optionally causal: j ≤ i);
 head output P^h(XW_V^h + 1b_v^{hT});  Y = [head_1 … head_H] W_O + 1b_Oᵀ.

@@ -1,6 +1,6 @@
 """The local (C9) and global (C10) multi-head attention bounds, with a certified θ.
 
-Derivation of C9 (our words; shared/MATH.md).  Perturb X by E with max_i ‖e_i‖ ≤ 1.
+Derivation of C9 (our words; claim C9 in paper_checks.md).  Perturb X by E with max_i ‖e_i‖ ≤ 1.
 For head h and row i, with supp(i) the keys row i sees (all j, or j ≤ i if causal):
 
   d o_i = Σ_j P_ij W_Vᵀe_j + Σ_j dP_ij v_j ,   dP_i = C(p_i) ds_i/τ ,
@@ -15,14 +15,14 @@ For head h and row i, with supp(i) the keys row i sees (all j, or j ≤ i if cau
   the centred form is never larger (½ diam ≤ max norm) and the key bias b_k cancels in it;
 * rows: ‖dy_i‖ ≤ ‖W_O‖₂ √(Σ_h ‖do_i^h‖²).
 Hence ‖J(X)‖_{B→B} ≤ √(d/d_out)·‖W_O‖₂ max_i √(Σ_h (‖W_V^h‖₂ + θ(p_i^h) a_i^h r_i^h/τ)²)
-(for d_out = d this is MATH.md's C9; without biases the paper form is exactly it).
+(for d_out = d this is claim C9 as stated; without biases the paper form is exactly it).
 The bound increases with θ, so an UPPER bound θ_hi ≥ θ(p_true) is needed: p_true is
 the exact softmax of the exact scores, not the float64 row.
 
 C10.  D_R = {max_i RMS(x_i) ≤ R} is convex, so Lip_B ≤ sup_{D_R} ‖J‖_{B→B}.  On D_R:
 θ ≤ 1, ‖x_j‖ ≤ √d R, r ≤ ‖W_V‖√d R, and (centred form) a ≤ 2√d R‖W_Q W_Kᵀ‖₂ + ‖W_K b_q‖:
   Lip_B ≤ √(d/d_out)‖W_O‖₂ √(Σ_h ‖W_V^h‖₂² (1 + (2dR²‖A^h‖₂ + √d R‖W_K^h b_q^h‖)/τ)²),
-A^h = W_Q^h W_K^{hT}; with b_q = 0 this is MATH.md's C10.  (The paper form adds ‖W_Q b_k‖·√dR/τ.)
+A^h = W_Q^h W_K^{hT}; with b_q = 0 this is claim C10 as stated.  (The paper form adds ‖W_Q b_k‖·√dR/τ.)
 
 Precision contract: bounds are upper bounds, rigorous under the IEEE-754 model for
 the float64 products (γ_n error bounds, valid for every summation order) plus two
@@ -54,7 +54,7 @@ TOPK = 10
 def theta_upper_topk(q: np.ndarray, k: int = TOPK) -> float:
     """Certified upper bound on θ of the exact normalisation of a nonnegative float64 row.
 
-    Top-k branching (MATH.md) through the outward-rounded kernel of
+    Top-k branching (the interval lemma on the top atoms) through the outward-rounded kernel of
     :func:`numerics.theta_bounds.topk_delta_lower` (δ_lo ≤ δ), then θ ≤ 1 − δ_lo²
     rounded up.
     """

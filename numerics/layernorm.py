@@ -1,6 +1,6 @@
 """LayerNorm, its Jacobian and its spectral norm (C11, C14), in several precisions.
 
-Conventions (shared/MATH.md, PyTorch): ``LN(x) = γ ⊙ c/s + β`` with ``c = Πx``,
+Conventions (paper_checks.md, as in PyTorch): ``LN(x) = γ ⊙ c/s + β`` with ``c = Πx``,
 ``Π = I − 11ᵀ/d``, ``σ² = ‖c‖²/d`` (biased) and ``s = √(σ² + eps)``.
 
 Closed form (C11).  Differentiating ``c/s``: ``d(c/s) = (Π − ccᵀ/(d s²)) dx / s``, so

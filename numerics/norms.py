@@ -1,6 +1,6 @@
 """The block-∞/RMS norm (C8–C10) and tools for B→B operator norms.
 
-For X ∈ R^{L×d} with rows x_i,  ‖X‖_B = max_i ‖x_i‖₂/√d  (MATH.md, conventions).
+For X ∈ R^{L×d} with rows x_i,  ‖X‖_B = max_i ‖x_i‖₂/√d  (the Conventions of paper_checks.md).
 
 A linear map J : R^{L×d_in} → R^{L×d_out} is stored as an array of shape
 (L, d_out, L, d_in) (the layout of ``torch.autograd.functional.jacobian`` for a

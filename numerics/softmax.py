@@ -4,7 +4,7 @@ One algorithm in several number types: pass Fractions for exact results,
 ``mpmath.mpf`` for arbitrary precision (inside the caller's ``mp.workdps``),
 or use the ``*_float64`` functions.
 
-Near-one-hot trap (MATH.md): when p_max rounds to 1, ``p_i − p_i²`` rounds to
+Near-one-hot trap: when p_max rounds to 1, ``p_i − p_i²`` rounds to
 0 although the true diagonal is ``p_i Σ_{j≠i} p_j`` > 0.  Every form here
 builds the diagonal from the complementary mass, and the float64 form
 computes that mass from the logits directly.

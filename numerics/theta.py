@@ -1,6 +1,6 @@
 """θ(p) and the discrepancy δ(p), exactly.
 
-Definitions (shared/MATH.md): for a row p of nonnegative weights with total
+Definitions (the Conventions of paper_checks.md): for a row p of nonnegative weights with total
 T > 0 and a subset S with a = p(S), b = T − a,
 
     θ(p) = max_S 4ab/T²      δ(p) = min_S |a − b|/T      θ = 1 − δ²,

@@ -106,7 +106,7 @@ def near_one_hot_error(diagonal: str) -> float:
 
 @check("C1", "mpmath", scope="near-one-hot logits (gap 20…700): float64 diagonal vs 50-digit C(p)")
 def c1_near_one_hot(tier):
-    # The trap of MATH.md: p_i − p_i² is 0 in float64 once p_max rounds to 1; the diagonal
+    # The near-one-hot trap: p_i − p_i² is 0 in float64 once p_max rounds to 1; the diagonal
     # must come from the complementary mass.  Relative error of every diagonal entry.
     top = near_one_hot_error("complement")
     return verdict(top < NEAR_ONE_HOT_TOL, "logit gaps 20, 40, 80, 300, 700",

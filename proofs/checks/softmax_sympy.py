@@ -59,7 +59,7 @@ def c2_quadratic_identity(tier):
         res, _, _ = _quadratic_residuals(L, normalised=True)
         if any(r != 0 for r in res):
             bad.append(L)
-        # Without Σq = 1 the form is Σq − (ε·q)² (MATH.md, C2 step iii).
+        # Without Σq = 1 the form is Σq − (ε·q)² (C2, step iii).
         q = sp.symbols(f"q0:{L}", positive=True)
         C = sp.Matrix(L, L, lambda i, j: (q[i] if i == j else 0) - q[i] * q[j])
         for signs in sign_tuples(L):

@@ -4,7 +4,7 @@ Query machinery and conventions are in :mod:`proofs.checks._z3` (negation must b
 unsat; unknown fails; negative controls must be sat with a model that replays
 exactly).  C4 and C5 are in :mod:`proofs.checks.softmax_z3_bounds`.
 
-Scaling (shared/MATH.md): one big disjunction over sign vertices, or letting
+Scaling (measured while writing these checks): one big disjunction over sign vertices, or letting
 z3 range over the box, does not scale.  So sign vertices are enumerated here
 in Python, reduced by symmetry orbits, and each representative gets its own
 query of a few real variables.
@@ -126,7 +126,7 @@ def c2_z3_orbits(tier="quick"):
 
     Together: max_{x,y} yᵀ(C/τ)x ≤ max_x xᵀ(C/τ)x = θ/τ (lemma, identity) and
     ≥ θ/τ at x = y = 1_S − 1_Sᶜ (identity).  τ is the variable 1/τ = inv_tau > 0.
-    Step (i), ‖A‖∞→1 = max over sign pairs, is the convention of MATH.md (the
+    Step (i), ‖A‖∞→1 = max over sign pairs, is the definition of the norm (the
     maximum of a convex function on the cube sits at a vertex); it is not re-proved.
     """
     return c2_prove(_c2_scopes(tier))

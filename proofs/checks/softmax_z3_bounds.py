@@ -227,7 +227,7 @@ def _sawtooth_exact_points(L: int) -> bool:
 
 
 def _sawtooth(tier) -> Evidence:
-    # Beyond MATH.md's L ≤ 6: the full tier proves the lower bound up to L = 8.
+    # Beyond L ≤ 6: the full tier proves the lower bound up to L = 8.
     L, ms = (6, QUERY_TIMEOUT_MS) if tier == "quick" else (8, FULL_TIMEOUT_MS)
     tally = Tally()
     for k in range(len(SAWTOOTH)):
@@ -255,7 +255,7 @@ def c5_z3_sawtooth(tier="quick"):
 
 @check("C5", "z3", scope="sawtooth on [1/5, 1/2]: lower bound L ≤ 8, attainment L = 6", tier="full")
 def c5_z3_sawtooth_full(tier="full"):
-    """C5 sawtooth with the lower bound up to L = 8 (MATH.md: a conjecture beyond L = 6)."""
+    """C5 sawtooth with the lower bound up to L = 8 (a conjecture beyond the checked lengths)."""
     return _sawtooth("full")
 
 
