@@ -6,10 +6,12 @@
     torchrun --nproc_per_node=K -m gpu_experiments train ...
     python -m gpu_experiments probe --run DIR [--no-certify]
     python -m gpu_experiments reproduce --config NAME --out DIR [--nproc K] [key=value ...]
+    python -m gpu_experiments rehearse --config NAME --out DIR [--steps N] [--nnodes K]
 """
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -59,6 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     r.add_argument("--no-certify", action="store_true")
     r.add_argument("overrides", nargs="*", metavar="key=value")
+
+    rh = sub.add_parser("rehearse", help="CPU dress rehearsal of a cluster run; writes DIR/rehearsal.json")
+    rh.add_argument("--config", required=True, help="config name (gpt2-774m: the full-size model)")
+    rh.add_argument("--out", required=True, help="output folder (must not hold an earlier rehearsal)")
+    rh.add_argument("--steps", type=int, default=None,
+                    help="optimizer updates (default 2 on one node, at least 2; 6 with --nnodes 2, at least 3)")
+    rh.add_argument("--nnodes", type=int, default=1, choices=[1, 2],
+                    help="1: full-size single-process rehearsal; 2: two torchrun agents with FSDP2 via "
+                         "gpu_experiments/slurm/train.sbatch on localhost")
+    rh.add_argument("--threads", type=int, default=2, help="torch CPU threads of each one-node process (default 2; "
+                         "the two-node processes use 1 each)")
+    rh.add_argument("--keep-work", action="store_true",
+                    help="keep DIR/work (data, DCP checkpoints: about 9 GB at gpt2-774m)")
 
     a = ap.parse_args(argv)
     # DCP warns on every single-process save/load; the situation is intended here.
@@ -113,7 +128,56 @@ def main(argv: list[str] | None = None) -> int:
         reproduce.reproduce(a.config, a.out, a.overrides, nproc=a.nproc, device=a.device,
                             certify=not a.no_certify)
         return 0
+    if a.cmd == "rehearse":
+        return _rehearse(a, argv)
     return 2
+
+
+def _rehearse(a, argv) -> int:
+    from gpu_experiments import memory_model as mm, rehearse
+
+    cfg = _cfg(a.config, [])
+    steps = a.steps if a.steps is not None else (2 if a.nnodes == 1 else 6)
+    if steps < 2:
+        raise SystemExit(f"error: --steps must be >= 2 (a resume needs an update after the checkpoint), got {steps}")
+    if a.nnodes == 2 and steps < 3:
+        raise SystemExit(f"error: --steps must be >= 3 with --nnodes 2 (checkpoint, interruption, resume), got {steps}")
+    if a.threads < 1:
+        raise SystemExit(f"error: --threads must be >= 1, got {a.threads}")
+    out = Path(a.out)
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"error: --out {out} exists and is not a directory")
+    if (out / "rehearsal.json").exists() or (out / "certificates").exists() or (out / "rows").exists():
+        raise SystemExit(f"error: --out {out} already holds a rehearsal; use a fresh folder")
+    command = "python -m gpu_experiments " + " ".join(argv if argv is not None else sys.argv[1:])
+    # every process builds the whole float32 model before any sharding (memory model, CPU step)
+    need = a.nnodes * mm.cpu_fp32_prediction(cfg.model, 1, 0)["total"]
+    avail = rehearse.available_bytes()
+    if avail is not None and avail < 1.1 * need:
+        raise SystemExit(f"error: {cfg.name} rehearsal needs about {1.1 * need / 2**30:.1f} GiB of free memory "
+                         f"(memory model, float32 CPU step), {avail / 2**30:.1f} GiB available")
+    if a.nnodes == 2:
+        from gpu_experiments import rehearse_nodes
+
+        try:
+            rec = rehearse_nodes.rehearse_two_nodes(cfg.name, out, steps, command=command, keep_work=a.keep_work)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0 if rec["resume_bitwise"] and rec["matches_one_node"] else 1
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "work").exists():  # scratch of an interrupted rehearsal: never resumed, always redone
+        import shutil
+
+        shutil.rmtree(out / "work")
+    try:
+        rec = rehearse.rehearse_one_node(cfg.name, out, steps, threads=a.threads, keep_work=a.keep_work,
+                                         command=command)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    ok = rec["resume_bitwise"] and rec["certify_exit"] == 0 and rec["verify_exit"] == 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -59,23 +59,25 @@ def _prepare_data(cfg: cfgmod.RunConfig, d: distributed.Dist) -> dict:
 
 
 def train(cfg: cfgmod.RunConfig, seed: int, out_dir: str | Path, stop_at: int | None = None,
-          device: str = "auto", quiet: bool = False) -> list[dict]:
+          device: str = "auto", quiet: bool = False, on_finish=None) -> list[dict]:
     """Train (or resume) the run in ``out_dir``; return this process's metrics records.
 
     ``stop_at``: return right after the update that reaches this step (and its
     checkpoint, if scheduled) -- simulates an interruption for tests.
+    ``on_finish(model, optimizer)``: called once after the last update, before the
+    process group is torn down (the rehearsal hashes the final state with it).
     Raises :class:`NonFiniteLoss` (after keeping the last good checkpoint) on a NaN/inf loss.
     """
     d = distributed.setup(device)
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     try:
-        return _train(cfg, seed, Path(out_dir), stop_at, d, quiet)
+        return _train(cfg, seed, Path(out_dir), stop_at, d, quiet, on_finish)
     finally:
         torch.use_deterministic_algorithms(was_deterministic)  # leave global state as found
         distributed.teardown()
 
 
-def _train(cfg, seed, out, stop_at, d, quiet):
+def _train(cfg, seed, out, stop_at, d, quiet, on_finish=None):
     cfgmod.validate(cfg)
     if d.device.type == "cpu" and cfg.deterministic:
         torch.use_deterministic_algorithms(True)
@@ -175,6 +177,8 @@ def _train(cfg, seed, out, stop_at, d, quiet):
             checkpoint.save(out, step, wrapped, optim, extra(), d)
     if d.is_main and step >= cfg.max_steps:
         (out / "DONE").write_text(f"{step}\n")
+    if on_finish is not None:
+        on_finish(wrapped, optim)
     return records
 
 

@@ -1,0 +1,113 @@
+"""``rehearse`` and ``benchmarks/gpu_smoke.py`` command lines (issue 14): bad input, the CPU path."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpu_experiments import rehearse, rehearse_nodes
+from gpu_experiments.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _exit(argv):
+    """Exit status and message of the in-process CLI (SystemExit carries the one-line message)."""
+    try:
+        return main(argv), ""
+    except SystemExit as exc:
+        return (2, str(exc.code)) if isinstance(exc.code, str) else (exc.code, "")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only path")
+def test_gpu_smoke_refuses_cpu_with_one_clear_line():
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_smoke.py")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no CUDA device" in lines[0] and "rehearse" in lines[0]
+    assert res.stdout == ""
+
+
+def test_gpu_smoke_device_peaks():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_smoke
+    finally:
+        sys.path.pop(0)
+    assert gpu_smoke.bf16_peak("NVIDIA H100 80GB HBM3") == 989.0
+    assert gpu_smoke.bf16_peak("NVIDIA H100 PCIe") == 756.0  # PCIe listed before the generic H100
+    assert gpu_smoke.bf16_peak("NVIDIA H200") == 989.0
+    assert gpu_smoke.bf16_peak("NVIDIA A100-SXM4-80GB") == 312.0
+    assert gpu_smoke.bf16_peak("Some Future GPU") is None  # MFU is then reported as n/a, never guessed
+    assert gpu_smoke.main(["--steps", "1"]) == 2
+
+
+def test_rehearse_bad_input(tmp_path, monkeypatch):
+    rc, msg = _exit(["rehearse", "--config", "nope", "--out", str(tmp_path / "a")])
+    assert rc == 2 and "unknown config 'nope'" in msg
+    rc, msg = _exit(["rehearse", "--config", "tiny-cpu", "--out", str(tmp_path / "a"), "--steps", "1"])
+    assert rc == 2 and "--steps must be >= 2" in msg
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "rehearsal.json").write_text("{}")
+    rc, msg = _exit(["rehearse", "--config", "tiny-cpu", "--out", str(tmp_path / "old")])
+    assert rc == 2 and "already holds a rehearsal" in msg
+    (tmp_path / "file").write_text("x")
+    rc, msg = _exit(["rehearse", "--config", "tiny-cpu", "--out", str(tmp_path / "file")])
+    assert rc == 2 and "not a directory" in msg
+    monkeypatch.setattr(rehearse, "available_bytes", lambda: 2**30)
+    rc, msg = _exit(["rehearse", "--config", "gpt2-774m", "--out", str(tmp_path / "big")])
+    assert rc == 2 and "GiB of free memory" in msg and "1.0 GiB available" in msg
+    assert not (tmp_path / "big").exists()  # nothing written on refusal
+    with pytest.raises(SystemExit) as exc:  # argparse: --nnodes is 1 or 2
+        main(["rehearse", "--config", "tiny-cpu", "--out", str(tmp_path / "a"), "--nnodes", "3"])
+    assert exc.value.code == 2
+
+
+def test_every_rehearse_option_has_help():
+    res = subprocess.run([sys.executable, "-m", "gpu_experiments", "rehearse", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0
+    for opt in ("--config", "--out", "--steps", "--nnodes", "--threads", "--keep-work"):
+        block = res.stdout.split(opt, 1)[1].split("\n  --", 1)[0]
+        assert len(block.split()) > 2, f"{opt} has no help text"
+
+
+def test_sbatch_launch_line_is_what_the_rehearsal_runs():
+    line = rehearse_nodes.launch_line()
+    for part in ("srun", "torch.distributed.run", "--rdzv_backend=c10d", '--nnodes="$SLURM_JOB_NUM_NODES"',
+                 '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"', "-m gpu_experiments train", '--device "$DEVICE"'):
+        assert part in line
+    assert 'DEVICE=${DEVICE:-cuda}' in rehearse_nodes.SBATCH.read_text()  # the cluster default stays CUDA
+
+
+@pytest.mark.slow
+def test_rehearse_one_node_tiny_end_to_end(tmp_path):
+    out = tmp_path / "r"
+    res = subprocess.run([sys.executable, "-m", "gpu_experiments", "rehearse", "--config", "tiny-cpu", "--out",
+                          str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert res.returncode == 0, res.stderr[-2000:]
+    rec = json.loads((out / "rehearsal.json").read_text())
+    assert rec["resume_bitwise"] and rec["state_sha256_uninterrupted"] == rec["state_sha256_resumed"]
+    assert rec["n_params"] == rec["n_params_formula"] == 37_760
+    assert rec["probe_rows"] == 2 * 2 and rec["certify_exit"] == 0 and rec["verify_exit"] == 0
+    assert not (out / "work").exists() and {p.name for p in out.iterdir()} == {"rehearsal.json", "rows",
+                                                                               "certificates"}
+
+
+def test_gpu_smoke_code_path_runs_on_cpu(capsys):
+    # the GPU-only lines of the script are the only ones this cannot reach
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_smoke
+    finally:
+        sys.path.pop(0)
+    assert gpu_smoke.main(["--check-on-cpu", "tiny-cpu", "--micro-batch", "1", "--accum", "1", "--steps", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s" in out and "MFU n/a" in out and "probe:" in out and "memory model" in out
+    assert gpu_smoke.main(["--check-on-cpu", "no-such-config"]) == 2
