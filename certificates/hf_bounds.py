@@ -23,9 +23,9 @@ float64 widening of the attention inputs the model computed.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-from numerics.attention import MHAWeights, nanogpt_ln1_radius
+from numerics.attention import MHAWeights, ln_image_radius
+from numerics.attention import as_float64 as _np
 from numerics.attention_bounds import c9_bound, c10_bound
 
 from .hf_model import Loaded, get_path
@@ -43,10 +43,6 @@ APPLIES = {
             "W_O = attention.output.dense); C10's radius R = ‖γ‖∞ + RMS(β) of the LayerNorm whose output "
             "is the layer's input (embeddings.LayerNorm, then the previous layer's output.LayerNorm; post-LN)",
 }
-
-
-def _np(t) -> np.ndarray:
-    return t.detach().cpu().to(torch.float64).numpy()
 
 
 def _per_head(M: np.ndarray, H: int, hd: int) -> np.ndarray:
@@ -81,11 +77,9 @@ def layer_weights(ld: Loaded, layer: int) -> MHAWeights | None:
 
 
 def _ln_radius(ln) -> float:
-    """‖γ‖_∞ + RMS(β), rounded up (numerics.attention.nanogpt_ln1_radius on a one-entry dict)."""
-    sd = {"transformer.h.0.ln_1.weight": _np(ln.weight)}
-    if getattr(ln, "bias", None) is not None:
-        sd["transformer.h.0.ln_1.bias"] = _np(ln.bias)
-    return nanogpt_ln1_radius(sd, 0)
+    """‖γ‖_∞ + RMS(β), rounded up (numerics.attention.ln_image_radius)."""
+    bias = getattr(ln, "bias", None)
+    return ln_image_radius(_np(ln.weight), None if bias is None else _np(bias))
 
 
 def layer_radius(ld: Loaded, layer: int) -> float | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from numerics.attention import from_nanogpt_state_dict, nanogpt_ln1_radius
+from .nanogpt_weights import from_nanogpt_state_dict, nanogpt_ln1_radius
 from numerics.attention_bounds import c9_bound, c10_bound
 
 

@@ -171,7 +171,8 @@ def _split_qkv(in_w: np.ndarray, in_b: np.ndarray | None, E: int, H: int, name: 
     return mats, biases, hd
 
 
-def _np(t) -> np.ndarray:
+def as_float64(t) -> np.ndarray:
+    """A tensor or array as a float64 numpy array (exact widening from lower precisions)."""
     return t.detach().cpu().to(torch.float64).numpy() if torch.is_tensor(t) else np.asarray(t, np.float64)
 
 
@@ -187,20 +188,11 @@ def from_torch_mha(m: torch.nn.MultiheadAttention, causal: bool = False) -> MHAW
     if m.bias_k is not None or m.add_zero_attn:
         raise ValueError("from_torch_mha: add_bias_kv / add_zero_attn are not supported")
     E, H = m.embed_dim, m.num_heads
-    (Wq, Wk, Wv), (bq, bk, bv), hd = _split_qkv(_np(m.in_proj_weight), None if m.in_proj_bias is None
-                                                 else _np(m.in_proj_bias), E, H, "nn.MultiheadAttention")
-    bo = None if m.out_proj.bias is None else _np(m.out_proj.bias)
-    return MHAWeights(Wq, Wk, Wv, _np(m.out_proj.weight).T, math.sqrt(hd), bq, bk, bv, bo, causal=causal,
+    (Wq, Wk, Wv), (bq, bk, bv), hd = _split_qkv(as_float64(m.in_proj_weight), None if m.in_proj_bias is None
+                                                 else as_float64(m.in_proj_bias), E, H, "nn.MultiheadAttention")
+    bo = None if m.out_proj.bias is None else as_float64(m.out_proj.bias)
+    return MHAWeights(Wq, Wk, Wv, as_float64(m.out_proj.weight).T, math.sqrt(hd), bq, bk, bv, bo, causal=causal,
                       name="nn.MultiheadAttention")
-
-
-def _strip_prefix(sd: dict) -> dict:
-    """Drop wrappers such as '_orig_mod.' (torch.compile) or 'module.' (DDP) before 'transformer.'."""
-    out = {}
-    for k, v in sd.items():
-        i = k.find("transformer.")
-        out[k[i:] if i >= 0 else k] = v
-    return out
 
 
 def from_packed_qkv(w_qkv, b_qkv, w_out, b_out, n_head: int, *, causal: bool, name: str) -> MHAWeights:
@@ -210,12 +202,12 @@ def from_packed_qkv(w_qkv, b_qkv, w_out, b_out, n_head: int, *, causal: bool, na
     along the output dim, ``w_out`` is (E, E); biases may be None.  τ = √(E/H).
     A mis-shaped tensor is a one-line ValueError naming ``name``.
     """
-    w_qkv, w_out = _np(w_qkv), _np(w_out)
+    w_qkv, w_out = as_float64(w_qkv), as_float64(w_out)
     E = w_qkv.shape[1] if w_qkv.ndim == 2 else -1
-    (Wq, Wk, Wv), (bq, bk, bv), hd = _split_qkv(w_qkv, None if b_qkv is None else _np(b_qkv), E, n_head, name)
+    (Wq, Wk, Wv), (bq, bk, bv), hd = _split_qkv(w_qkv, None if b_qkv is None else as_float64(b_qkv), E, n_head, name)
     if w_out.shape != (E, E):
         raise ValueError(f"{name}: output projection has shape {w_out.shape}, expected {(E, E)}")
-    bo = None if b_out is None else _np(b_out)
+    bo = None if b_out is None else as_float64(b_out)
     return MHAWeights(Wq, Wk, Wv, w_out.T, math.sqrt(hd), bq, bk, bv, bo, causal=causal, name=name)
 
 
@@ -225,44 +217,6 @@ def ln_image_radius(gamma, beta=None) -> float:
     Why: LN(x) = γ⊙ĉ + β with ‖ĉ‖₂ ≤ √d (ĉ = c/s, ‖c‖² = dσ² ≤ d s²), so
     ‖LN(x)‖₂ ≤ ‖γ‖_∞√d + ‖β‖₂.  float64, rounded up by a relative 1e-12.
     """
-    g = _np(gamma)
-    b = np.zeros_like(g) if beta is None else _np(beta)
+    g = as_float64(gamma)
+    b = np.zeros_like(g) if beta is None else as_float64(beta)
     return float((np.abs(g).max() + math.sqrt(float((b * b).mean()))) * (1 + 1e-12))
-
-
-# nanoGPT checkpoint readers.  These name one experiment's checkpoint layout and belong with
-# the code that trains it (gpu_experiments); they stay here until its callers move.
-
-def from_nanogpt_state_dict(sd: dict, n_layer: int, n_head: int, n_embd: int) -> list[MHAWeights]:
-    """Per-layer attention weights of a nanoGPT-style GPT (causal, τ = √(n_embd/n_head)).
-
-    Reads transformer.h.{i}.attn.c_attn.{weight,bias} (q, k, v split along the
-    output dim) and transformer.h.{i}.attn.c_proj.{weight,bias}; biases are
-    optional.  A missing or mis-shaped tensor is a one-line error naming it.
-    """
-    sd = _strip_prefix(sd)
-    layers = []
-    for i in range(n_layer):
-        p = f"transformer.h.{i}.attn."
-        for k in (p + "c_attn.weight", p + "c_proj.weight"):
-            if k not in sd:
-                raise KeyError(f"state dict has no tensor {k!r} (n_layer = {n_layer})")
-        w = _np(sd[p + "c_attn.weight"])
-        if w.shape != (3 * n_embd, n_embd):
-            raise ValueError(f"{p}c_attn.weight: packed q/k/v weight has shape {w.shape}, "
-                             f"expected {(3 * n_embd, n_embd)}")
-        wo = _np(sd[p + "c_proj.weight"])
-        if wo.shape != (n_embd, n_embd):
-            raise ValueError(f"{p}c_proj.weight has shape {wo.shape}, expected {(n_embd, n_embd)}")
-        layers.append(from_packed_qkv(w, sd.get(p + "c_attn.bias"), wo,
-                                      sd.get(p + "c_proj.bias"), n_head, causal=True, name=f"layer {i}"))
-    return layers
-
-
-def nanogpt_ln1_radius(sd: dict, layer: int) -> float:
-    """:func:`ln_image_radius` of block ``layer``'s ln_1 in a nanoGPT state dict (pre-LN, C10)."""
-    sd = _strip_prefix(sd)
-    p = f"transformer.h.{layer}.ln_1."
-    if p + "weight" not in sd:
-        raise KeyError(f"state dict has no tensor {p + 'weight'!r}")
-    return ln_image_radius(sd[p + "weight"], sd.get(p + "bias"))

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from numerics.attention import (MHAWeights, from_nanogpt_state_dict, from_packed_qkv, from_torch_mha,
-                                ln_image_radius, mha, mha_jacobian, nanogpt_ln1_radius)
+from gpu_experiments.nanogpt_weights import from_nanogpt_state_dict, nanogpt_ln1_radius
+from numerics.attention import MHAWeights, from_packed_qkv, from_torch_mha, ln_image_radius, mha, mha_jacobian
 
 
 class NanoAttn(torch.nn.Module):

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from numerics.attention import from_nanogpt_state_dict, mha
+from gpu_experiments.nanogpt_weights import from_nanogpt_state_dict
+from numerics.attention import mha
 
 model_mod = pytest.importorskip("gpu_experiments.model")
 from gpu_experiments.attention_bounds import attention_inputs, evaluate_model  # noqa: E402
