@@ -1,51 +1,109 @@
-"""Rows/s of the certify pipeline against a plain float64 row-sum pass over the same rows.
+"""Certification throughput as ratios to reading the rows, all measured in this one run.
 
-Prints, for L = 64, 256, 1024, 4096, the throughput of ``certify_batch`` (CPU, numpy +
-numba) and of ``R.sum(axis=1)`` on the same float64 softmax rows, and their ratio, all
-measured in this one run.  Usage: python benchmarks/certify_throughput.py [--rows N]
+1. ``certify_batch`` (numba, CPU) vs ``R.sum(axis=1)`` on the same float64 softmax rows,
+   L = 64, 256, 1024, 4096, with the share of rows closed at tolerance 1e-6;
+2. the ``certify`` CLI end to end on a float32 softmax ``.npy`` vs a fresh process that
+   loads the file and sums its rows;
+3. ``verify`` on that certificate folder vs the same load-and-sum process.
+
+Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
+Wall-clock times, best of a few repeats; the load average is printed with the table
+because other processes on the machine change every ratio.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from certificates.pipeline import certify_batch
 
 
-def rows(n, L, seed=0):
+def rows(n, L, seed=0, dtype=np.float64):
     lg = np.random.default_rng(seed).normal(size=(n, L)) * 2.5      # attention-like spread
     e = np.exp(lg - lg.max(1, keepdims=True))
-    return e / e.sum(1, keepdims=True)
+    return (e / e.sum(1, keepdims=True)).astype(dtype)
 
 
-def best_of(fn, reps=3):
+def best_of(fn, reps=3, clock=time.perf_counter):
     t = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        t.append(time.perf_counter() - t0)
+        t.append(clock() - t0)
     return min(t)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=1 << 20, help="float64 elements per L ≈ rows × L (default 2^20)")
-    a = ap.parse_args()
+def load():
+    return "load average %.2f %.2f %.2f on %d cores" % (*os.getloadavg(), os.cpu_count())
+
+
+def kernel_table(elems):
     certify_batch(rows(64, 64), 1e-6)           # compile / load the numba kernels outside the timing
-    print(f"{'L':>6} {'rows':>7} {'certify rows/s':>15} {'sum rows/s':>12} {'ratio':>8}  regimes(dom/closed/open)")
+    print(f"{'L':>6} {'rows':>7} {'certify rows/s':>15} {'sum rows/s':>12} {'ratio':>7} {'cpu ratio':>10}"
+          f" {'closed':>9}  regimes(dom/closed/open)")
     for L in (64, 256, 1024, 4096):
-        n = max(16, a.rows // L)
+        n = max(16, elems // L)
         R = rows(n, L, seed=L)
-        t_c = best_of(lambda: certify_batch(R, 1e-6), reps=2)
-        t_s = best_of(lambda: R.sum(axis=1), reps=5)
+        t_c = best_of(lambda: certify_batch(R, 1e-6), reps=3)
+        t_s = best_of(lambda: R.sum(axis=1), reps=7)
+        # CPU time of this process (all threads): less sensitive to other processes' load
+        c_c = best_of(lambda: certify_batch(R, 1e-6), reps=3, clock=time.process_time)
+        c_s = best_of(lambda: R.sum(axis=1), reps=7, clock=time.process_time)
         reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
-        print(f"{L:>6} {n:>7} {n / t_c:>15.0f} {n / t_s:>12.0f} {t_c / t_s:>8.0f}x  {reg.tolist()}")
+        closed = 1 - reg[2] / n
+        print(f"{L:>6} {n:>7} {n / t_c:>15.0f} {n / t_s:>12.0f} {t_c / t_s:>6.1f}x {c_c / c_s:>9.1f}x"
+              f" {100 * closed:>8.2f}%  {reg.tolist()}", flush=True)
+
+
+def _run(args):
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, *args], capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({p.returncode}): {p.stderr.strip()[-500:]}")
+    return dt
+
+
+def cli_table(n, L=1024, reps=2):
+    with tempfile.TemporaryDirectory(prefix="certify-bench-") as d:
+        path = os.path.join(d, "rows.npy")
+        step = 8192
+        out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, L))
+        for s in range(0, n, step):                # written in pieces: bounded memory here too
+            out[s:s + step] = rows(min(step, n - s), L, seed=s, dtype=np.float32)
+        out.flush()
+        del out
+        gib = n * L * 4 / 2**30
+        read = ("import numpy as np, sys; x = np.load(sys.argv[1]); "
+                "s = x.sum(axis=1, dtype=np.float64); print(s.shape[0])")
+        t_read = min(_run(["-c", read, path]) for _ in range(reps))
+        od = [os.path.join(d, f"out{r}") for r in range(reps)]
+        t_cert = min(_run(["-m", "certificates", "certify", path, "-o", o, "--no-progress"]) for o in od)
+        t_ver = _run(["-m", "certificates", "verify", od[0], "--no-progress"])
+        print(f"\nCLI on {n} x {L} float32 softmax rows ({gib:.3f} GiB .npy), fresh processes:")
+        print(f"  load + row sums     {t_read:8.2f} s")
+        print(f"  certify             {t_cert:8.2f} s   ratio {t_cert / t_read:6.1f}x")
+        print(f"  verify              {t_ver:8.2f} s   ratio {t_ver / t_read:6.1f}x", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--elems", type=int, default=1 << 20, help="float64 entries per L (default 2^20)")
+    ap.add_argument("--cli-rows", type=int, default=16384, help="rows of L = 1024 for the CLI run (default 16384 = 64 MiB)")
+    ap.add_argument("--gib", action="store_true", help="the 1 GiB CLI case: 262144 rows of L = 1024")
+    ap.add_argument("--skip-cli", action="store_true", help="only the certify_batch table")
+    a = ap.parse_args()
+    print(load())
+    kernel_table(a.elems)
+    if not a.skip_cli:
+        cli_table(262144 if a.gib else a.cli_rows)
+    print(load())
 
 
 if __name__ == "__main__":

@@ -1,63 +1,53 @@
 """The certification pipeline for a batch of float64 rows (no I/O).
 
-Order of work (each stage only touches rows still open, i.e. hi − lo > tolerance):
+Stages (each later stage only touches rows still open, i.e. hi − lo > tolerance):
 
-1. dominant atom (C4), decided exactly: 2m ≥ T is settled by the outward-rounded
-   total, or by ``math.fsum`` (correctly rounded, so its sign is exact) when close;
-2. fused bulk pass: sum, max, prefix crossing (C5: δ ≤ m) and its best single flip;
-3. sorted greedy (LPT) and Karmarkar–Karp witnesses;
-4. the top-K interval lemma: an upper bound on θ, exact when it closes;
-5. the exact solver :func:`numerics.theta.theta_exact` for rows with few nonzero atoms.
+A. one fused pass per row (:func:`numerics.theta_fused.stage_a`, numba, rows independent,
+   threaded for large batches): max, the exact total, the dominant-atom test (C4; the rare
+   undecided rows are settled exactly with ``math.fsum``), a witness — the singleton when
+   dominant, else greedy on the big atoms, a prefix crossing over the small ones (C5) and
+   best single flips — and its certified value;
+B. (:mod:`numerics.theta_refine`) the top-K interval lemma (an upper bound; its closing
+   witness), then, on rows still open, best exchanges and flips on the current witness, a
+   meet-in-the-middle split of the top atoms against a greedy remainder, Karmarkar–Karp;
+C. the exact solver :func:`numerics.theta.theta_exact` for rows with few nonzero atoms.
 
-Every reported number comes from :func:`numerics.theta_bounds.witness_bounds` (outward-
-rounded) or from exact Fractions rounded outward, so lo ≤ θ ≤ hi always holds.
-The torch backend runs stages 2–4 with torch (CUDA or CPU); Karmarkar–Karp and the final
-rounding always run on the CPU, so both backends certify through the same code.
+Every reported bound comes from one evaluator (exact extraction sums, outward rounding:
+:func:`numerics.theta_kernels.bounds_from_parts`), from the top-K lemma computed the same
+way, or from exact Fractions rounded outward, so lo ≤ θ ≤ hi always holds.  With
+backend "torch" stage A runs on ``device`` (:mod:`numerics.theta_torch`) and returns the
+same exact sums and masks, so the certificates are bit-identical to the numpy backend;
+stages B–C and the outward rounding run on the CPU for both.
 """
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 
-from numerics import theta_bounds as tb
+from numerics import theta_fused as tf
+from numerics import theta_kernels as tk
+from numerics import theta_refine as tr
+from numerics.rounding import down, frac_down, frac_up, up
 from numerics.theta import theta_exact
+from numerics.theta_bounds import kk_masks
 
-TOPK = 12               # top-K lemma: 2^(K−1) sign patterns per open row
-TOPK_CHUNK = 2048       # rows per top-K block (memory: rows × 2^(K−1) float64)
+TOPK = 12               # top-K lemma: 2^(K−1) sign patterns per open row (verify uses this K)
+FLIPS = 3               # best single flips after the stage-A greedy
+SWAP_ROUNDS = 4         # exchange + flip rounds on open rows (stage B)
+MITM_K = 16             # atoms split exactly by the diffuse-row search (2 × 2^8 sums)
 
 
 def exact_max_atoms() -> int:
-    """Largest count of nonzero atoms sent to theta_exact (24 once numerics.partition exists)."""
-    try:
-        from numerics.partition import best_mask_mitm  # noqa: F401
-        return 24
-    except ImportError:
-        return 20
-
-
-def frac_down(f: Fraction) -> float:
-    """Largest float ≤ f (exact comparison)."""
-    x = float(f)
-    return float(np.nextafter(x, -np.inf)) if Fraction(x) > f else x
-
-
-def frac_up(f: Fraction) -> float:
-    """Smallest float ≥ f (exact comparison)."""
-    x = float(f)
-    return float(np.nextafter(x, np.inf)) if Fraction(x) < f else x
+    """Largest count of nonzero atoms sent to theta_exact."""
+    return 24
 
 
 class _State:
-    """Per-row best results so far; updates keep the witness that proves theta_lo."""
+    """Per-row best results so far; offers keep the witness that proves theta_lo."""
 
-    def __init__(self, n, L):
-        self.lo = np.zeros(n)
-        self.gap_hi = np.ones(n)
-        self.hi = np.ones(n)
-        self.gap_lo = np.zeros(n)
-        self.M = np.zeros((n, L), dtype=bool)
+    def __init__(self, lo, hi, gap_lo, gap_hi, M):
+        self.lo, self.hi, self.gap_lo, self.gap_hi, self.M = lo, hi, gap_lo, gap_hi, M
 
     def offer(self, idx, M, lo, gap_hi):
         better = (lo > self.lo[idx]) | ((lo == self.lo[idx]) & (gap_hi < self.gap_hi[idx]))
@@ -68,118 +58,141 @@ class _State:
         self.hi[idx] = np.minimum(self.hi[idx], hi)
         self.gap_lo[idx] = np.maximum(self.gap_lo[idx], gap_lo)
 
-    def open(self, tol):
-        return np.flatnonzero(~_closed(self.lo, self.hi, tol))
+    def open(self, tol, among=None):
+        idx = np.arange(self.lo.shape[0]) if among is None else among
+        return idx[~_closed(self.lo[idx], self.hi[idx], tol)]
 
 
 def _closed(lo, hi, tol):
     # hi − lo ≤ tol, decided conservatively (x − y rounds to 0 only when x = y)
-    return (hi == lo) | (tb._up(hi - lo) <= tol)
+    return (hi == lo) | (up(hi - lo) <= tol)
 
 
-def _dominant(R, m, arg):
-    """Exact test 2·x_max ≥ Σx for every row (2m is exact in float64)."""
-    T_lo, T_hi, _ = tb.total_bounds(R)
-    dom = 2.0 * m >= T_hi
-    unsure = np.flatnonzero((2.0 * m >= T_lo) & ~dom)
-    for i in unsure:
-        row = R[i].tolist()
-        j = int(arg[i])
-        signed = [x if k == j else -x for k, x in enumerate(row)]
-        dom[i] = math.fsum(signed) >= 0.0      # fsum is correctly rounded: its sign is exact
-    return dom
+def _stage_a(R, tolerance, flips, backend, device, force):
+    n, L = R.shape
+    stop_rel = 0.5 * math.sqrt(tolerance)       # |D| ≤ stop_rel·T gives 1 − θ_S ≤ tol/4
+    if backend == "torch":
+        from numerics.theta_torch import stage_a_torch
+        return stage_a_torch(R, force, flips, stop_rel, device)
+    M = np.empty((n, L), np.uint8)
+    out = np.empty((n, 6))
+    stat = np.empty((n, 4), np.int64)
+    tf.stage_a(R, force, flips, stop_rel, M, out, stat)
+    return M, out, stat
+
+
+def _dominant_exact(row, j):
+    """2·x_j ≥ Σx exactly: fsum is correctly rounded, so the sign of its result is exact."""
+    return math.fsum([x if k == j else -x for k, x in enumerate(row.tolist())]) >= 0.0
 
 
 def certify_batch(R: np.ndarray, tolerance: float, backend: str = "numpy", device: str = "cpu",
-                  K: int = TOPK, exact_max: int | None = None) -> dict:
+                  K: int = TOPK, exact_max: int | None = None, flips: int = FLIPS) -> dict:
     """Certified bounds for rows R (n, L) float64, validated (finite, ≥ 0, some mass).
 
-    backend "numpy" (numpy + numba) or "torch" (on ``device``).  Returns arrays
-    theta_lo, theta_hi, gap_lo, gap_hi, p_max, regime, witness (bool mask), row_sum.
+    backend "numpy" (numba) or "torch" (stage A on ``device``; bit-identical results).
+    Returns arrays theta_lo, theta_hi, gap_lo, gap_hi, p_max, regime, witness (bool mask),
+    row_sum.
     """
+    R = np.ascontiguousarray(R, dtype=np.float64)
     n, L = R.shape
     exact_max = exact_max_atoms() if exact_max is None else exact_max
-    _, _, row_sum = tb.total_bounds(R)
-    # θ is scale-invariant, and the error bounds of the float kernels need squares of row
-    # totals that neither underflow nor overflow: bring each row whose largest entry is
-    # below 1 up to [1, 2) by an exact power of two (scaling up never rounds).  Rows are
-    # validated to have sums ≤ MAX_ROW_SUM, so squares stay finite.
-    _, e = np.frexp(R.max(axis=1))
-    k = np.where(e < 1, 1 - e, 0)
-    if k.any():
-        R = np.ldexp(R, k[:, None])
-    st = _State(n, L)
-    if backend == "torch":
-        import torch
-        Rt = torch.as_tensor(R, device=device)
-        _, m_t, arg_t, Mb = tb.bulk_pass_torch(Rt)
-        m, arg, Mb = m_t.cpu().numpy(), arg_t.cpu().numpy(), Mb.cpu().numpy()
-    else:
-        _, m, arg, Mb = tb.bulk_pass(R)
-    _, _, T = tb.total_bounds(R)
-    all_idx = np.arange(n)
-
-    # 1. dominant atom (C4): the singleton is optimal, so its value bounds θ on both sides.
-    dom = _dominant(R, m, arg)
-    di = np.flatnonzero(dom)
-    if di.size:
-        Ms = np.zeros((di.size, L), dtype=bool)
-        Ms[np.arange(di.size), arg[di]] = True
-        lo, hi, glo, ghi = tb.witness_bounds(R[di], Ms)
-        st.offer(di, Ms, lo, ghi)
-        st.upper(di, hi, glo)
-
-    # 2. bulk pass witness (prefix crossing + best flip) for the other rows.
+    force = np.full(n, -1, np.int8)
+    M, out, stat = _stage_a(R, tolerance, flips, backend, device, force)
+    tiny = np.flatnonzero(stat[:, 3])
+    unsure = np.flatnonzero(stat[:, 1] & (stat[:, 3] == 0))
+    if tiny.size:
+        # lift rows with a maximum below 2^-900 by an exact power of two (θ is scale-free);
+        # their row_sum and p_max are then taken from the original row (fsum: correctly rounded)
+        _, e = np.frexp(R[tiny].max(axis=1))
+        Rt = np.ldexp(R[tiny], (1 - e)[:, None])
+        Mt, ot, st_ = _stage_a(Rt, tolerance, flips, backend, device, force[tiny])
+        for a, i in enumerate(tiny):
+            ot[a, 4] = math.fsum(R[i].tolist())
+            ot[a, 5] = R[i].max() / ot[a, 4]
+        M[tiny], out[tiny], stat[tiny] = Mt, ot, st_
+        unsure = np.union1d(unsure, tiny[st_[:, 1] == 1])
+    if unsure.size:
+        Ru = R[unsure]
+        f = np.array([1 if _dominant_exact(r, int(np.argmax(r))) else 0 for r in Ru], np.int8)
+        lift = np.isin(unsure, tiny)
+        _, e = np.frexp(Ru.max(axis=1))
+        Ru = np.where(lift[:, None], np.ldexp(Ru, np.where(lift, 1 - e, 0)[:, None]), Ru)
+        Mu, ou, su = _stage_a(np.ascontiguousarray(Ru), tolerance, flips, backend, device, f)
+        ou[:, 4:] = out[unsure, 4:]
+        M[unsure], out[unsure], stat[unsure] = Mu, ou, su
+    dom = stat[:, 0] == 1
+    # For the dominant singleton (optimal, C4) the witness's upper bounds bound θ too.
+    st = _State(out[:, 0].copy(), np.where(dom, out[:, 1], 1.0), np.where(dom, out[:, 2], 0.0),
+                out[:, 3].copy(), M.view(bool))
     nd = np.flatnonzero(~dom)
-    if nd.size:
-        lo, _, _, ghi = tb.witness_bounds(R[nd], Mb[nd])
-        st.offer(nd, Mb[nd], lo, ghi)
+    op = st.open(tolerance, nd)
+    if op.size:
+        _stage_b(R, op, st, tolerance, K, flips)
+        op = st.open(tolerance, nd)
+    if op.size:
+        _stage_c(R, op, st, exact_max)
+    regime = np.where(dom, 0, np.where(_closed(st.lo, st.hi, tolerance), 1, 2)).astype(np.int8)
+    return dict(theta_lo=st.lo, theta_hi=st.hi, gap_lo=st.gap_lo, gap_hi=st.gap_hi,
+                p_max=out[:, 5].copy(), regime=regime, witness=st.M, row_sum=out[:, 4].copy())
 
-    # 3. sorted greedy, then Karmarkar–Karp, each on the rows still open.
-    for stage in ("greedy", "kk"):
-        op = np.setdiff1d(st.open(tolerance), di)
-        if not op.size:
-            break
-        Ro = R[op]
-        if stage == "kk":
-            Mc = tb.kk_masks(Ro)
-        elif backend == "torch":
-            Mc = tb.greedy_masks_torch(torch.as_tensor(Ro, device=device)).cpu().numpy()
+
+def _lifted(R):
+    # an exact power-of-two lift of rows whose maximum is below 2^-900 (σ₂ stays normal)
+    m = R.max(axis=1)
+    if not (m < tk.TINY).any():
+        return R
+    _, e = np.frexp(m)
+    return np.ascontiguousarray(np.ldexp(R, np.where(m < tk.TINY, 1 - e, 0)[:, None]))
+
+
+def _evaluate(R, M):
+    out = np.empty((R.shape[0], 6))
+    tk.evaluate(R, M.view(np.uint8), out)
+    return out
+
+
+def _stage_b(R, op, st, tol, K, flips):
+    Ro = _lifted(R[op])
+    n, L = Ro.shape
+    # top-K lemma (upper bound; the closing witness is optimal)
+    Mk = np.zeros((n, L), np.uint8)
+    d_lo = np.zeros(n)
+    closes = np.zeros(n, np.bool_)
+    tr.topk_lemma(Ro, K, Mk, d_lo, closes)
+    glo = np.maximum(down(d_lo * d_lo), 0.0)
+    st.upper(op, np.minimum(up(1.0 - glo), 1.0), glo)
+    if closes.any():
+        c = np.flatnonzero(closes)
+        ev = _evaluate(Ro[c], Mk[c])
+        st.offer(op[c], Mk[c].view(bool), ev[:, 0], ev[:, 3])
+    # witness searches on the rows still open
+    for search in ("swap", "mitm", "kk"):
+        sub = np.flatnonzero(~_closed(st.lo[op], st.hi[op], tol))
+        if not sub.size:
+            return
+        Rs = np.ascontiguousarray(Ro[sub])
+        if search == "swap":           # improve the current witness by exchanges and flips
+            Ms = np.ascontiguousarray(st.M[op[sub]]).view(np.uint8)
+            tr.improve(Rs, Ms, SWAP_ROUNDS, 0.25 * math.sqrt(tol), np.empty(sub.size))
+        elif search == "mitm":
+            Ms = np.empty(Rs.shape, np.uint8)
+            tr.mitm_tail(Rs, min(MITM_K, L), flips + 2, Ms, np.empty(sub.size))
         else:
-            Mc = tb.greedy_masks(Ro)
-        lo, _, _, ghi = tb.witness_bounds(Ro, Mc)
-        st.offer(op, Mc, lo, ghi)
+            Ms = kk_masks(Rs).view(np.uint8)
+        ev = _evaluate(Rs, Ms)
+        st.offer(op[sub], Ms.view(bool), ev[:, 0], ev[:, 3])
 
-    # 4. top-K interval lemma on rows still open (upper bound; closing witness).
-    op = np.setdiff1d(st.open(tolerance), di)
-    for s in range(0, op.size, TOPK_CHUNK):
-        idx = op[s:s + TOPK_CHUNK]
-        Ro = R[idx]
-        if backend == "torch":
-            d_lo, Mk, _ = tb.topk_delta_lower_torch(torch.as_tensor(Ro, device=device), K)
-            d_lo, Mk = d_lo.cpu().numpy(), Mk.cpu().numpy()
-        else:
-            d_lo, Mk, _ = tb.topk_delta_lower(Ro, K)
-        glo = tb._dn(d_lo * d_lo)
-        st.upper(idx, tb._up(1.0 - glo), glo)
-        lo, _, _, ghi = tb.witness_bounds(Ro, Mk)
-        st.offer(idx, Mk, lo, ghi)
 
-    # 5. exact solver for short rows still open.
-    op = np.setdiff1d(st.open(tolerance), di)
-    nnz = (R[op] > 0).sum(axis=1) if op.size else np.zeros(0, dtype=int)
+def _stage_c(R, op, st, exact_max):
+    nnz = (R[op] > 0).sum(axis=1)
+    L = R.shape[1]
     for i in op[nnz <= exact_max]:
         res = theta_exact(R[i])
         gap = res.delta * res.delta
         st.lo[i], st.hi[i] = frac_down(res.theta), frac_up(res.theta)
         st.gap_lo[i], st.gap_hi[i] = frac_down(gap), frac_up(gap)
         st.M[i] = [(res.mask >> j) & 1 == 1 for j in range(L)]
-
-    regime = np.where(dom, 0, np.where(_closed(st.lo, st.hi, tolerance), 1, 2)).astype(np.int8)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_max = m / T
-    return dict(theta_lo=st.lo, theta_hi=st.hi, gap_lo=st.gap_lo, gap_hi=st.gap_hi,
-                p_max=p_max, regime=regime, witness=st.M, row_sum=row_sum)
 
 
 def entropy(R: np.ndarray) -> np.ndarray:

@@ -30,21 +30,9 @@ import heapq
 import numba
 import numpy as np
 
-U = 2.0 ** -53
-_NEG, _POS = -np.inf, np.inf
-
-
-def gamma(n: int) -> float:
-    """γ_n = nu/(1 − nu), rounded up (Higham's constant for n-term float sums)."""
-    return float(np.nextafter(n * U / (1.0 - n * U), _POS))
-
-
-def _up(x):
-    return np.nextafter(x, _POS)
-
-
-def _dn(x):
-    return np.nextafter(x, _NEG)
+from numerics.rounding import U, gamma  # noqa: E402  (one home for u, γ_n and outward steps)
+from numerics.rounding import down as _dn  # noqa: E402
+from numerics.rounding import up as _up  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- certified sums

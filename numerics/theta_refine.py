@@ -1,0 +1,262 @@
+"""Second-stage numba kernels for the rows the fused pass leaves open (C5, C7).
+
+* :func:`topk_lemma` — the top-K interval lemma (MATH.md, cheap certified bounds):
+  δ·T ≥ min_ε max(0, |Σ_{i≤K} ε_i x_(i)| − t_K), t_K the tail mass, computed from the
+  exact extraction parts of :mod:`numerics.theta_kernels` and rounded outward, so it is ≤
+  the integer value that certificates/verify.py recomputes with the same K.  When the
+  minimising |Σε x| is at least t_K, the mask "top atoms by ε, tail on the lighter side"
+  attains it: the row closes.
+* :func:`mitm_tail` — a search for diffuse rows of many comparable atoms, where greedy and
+  Karmarkar–Karp stall at 1 − θ ≈ 10⁻⁵…10⁻³: everything but the top k atoms is placed by
+  the fused pass's greedy, then the top k atoms are split exactly against that remainder
+  by meet in the middle (2 × 2^(k/2) sums, one two-pointer scan).  Plain float search:
+  its masks are re-scored by the evaluator.
+"""
+from __future__ import annotations
+
+
+import numba
+import numpy as np
+
+from numerics.rounding import U
+from numerics.theta_kernels import (_dn, _extract, _row_max, _scale_of, _sigmas, _sum2, _up,
+                                    big_greedy_tail, flip_more)
+
+
+@numba.njit(cache=True)
+def _top_indices(x, K):
+    # the K largest entries, ties by lower index (stable sort of −x)
+    return np.argsort(-x, kind="mergesort")[:K]
+
+
+@numba.njit(cache=True)
+def _topk_row(x, K, mk, q1, q2):
+    """(δ_lo, closes) for one row; writes the lemma's witness to mk when it has one."""
+    L = x.shape[0]
+    c = int(np.ceil(np.log2(L + 2.0))) + 1
+    m = _row_max(x)
+    s1, s2 = _sigmas(m, c)
+    _extract(x, s1, s2, q1, q2)
+    T1, T2 = _sum2(q1, q2)
+    top = _top_indices(x, K)
+    K = top.shape[0]
+    p1 = 0.0
+    p2 = 0.0
+    for i in range(K):
+        p1 += q1[top[i]]               # exact partial sums of q₁ (and of q₂)
+        p2 += q2[top[i]]
+    sc = _scale_of(m)
+    e = _up(_up(L * U) * (s2 * sc))    # ≥ every remainder sum of the row, scaled
+    T_hi = _up(_up(T1 * sc + T2 * sc) + e)
+    t_hi = _up(_up((T1 - p1) * sc + (T2 - p2) * sc) + e)   # tail mass, rounded up
+    if not (t_hi < x[top[0]] * sc):    # the lemma's min |Σεx| ≤ x_(1) (greedy): no bound
+        return 0.0, False
+    # min over ε (ε₁ = +1) of |Σ ε_i x_(i)| by meet in the middle: the left half (with the
+    # largest atom) and the right half's signed sums, each formed exactly in q-parts and
+    # rounded once (L̃ = fl(l₁ + l₂), R̃ likewise); min |fl(L̃ + R̃)| by one sorted scan
+    # (rounding is monotone, so the scan finds the least computed value exactly).
+    h = (K + 1) // 2
+    nl = 1 << (h - 1)
+    nr = 1 << (K - h)
+    Lv = np.empty(nl)
+    Rv = np.empty(nr)
+    for t in range(nl):
+        a1 = q1[top[0]]
+        a2 = q2[top[0]]
+        for i in range(1, h):
+            if (t >> (i - 1)) & 1:
+                a1 -= q1[top[i]]
+                a2 -= q2[top[i]]
+            else:
+                a1 += q1[top[i]]
+                a2 += q2[top[i]]
+        Lv[t] = a1 + a2
+    for t in range(nr):
+        a1 = 0.0
+        a2 = 0.0
+        for i in range(h, K):
+            if (t >> (i - h)) & 1:
+                a1 -= q1[top[i]]
+                a2 -= q2[top[i]]
+            else:
+                a1 += q1[top[i]]
+                a2 += q2[top[i]]
+        Rv[t] = a1 + a2
+    ol = np.argsort(Lv, kind="mergesort")
+    orr = np.argsort(Rv, kind="mergesort")
+    best = np.inf
+    bl = 0
+    br = 0
+    p = 0
+    r = nr - 1
+    while p < nl and r >= 0:
+        v = Lv[ol[p]] + Rv[orr[r]]
+        if abs(v) < best:
+            best = abs(v)
+            bl = ol[p]
+            br = orr[r]
+        if v > 0.0:
+            r -= 1
+        elif v < 0.0:
+            p += 1
+        else:
+            break
+    # |Σεx| ≥ |L̃ + R̃| − u(|L̃| + |R̃|) − K·u·σ₂, |L̃| + |R̃| ≤ 2·Σ_top, |fl(z)| ≤ |z|(1 + 2⁻⁵²)
+    E = _up(_up(_up(4.0 * U) * _up((p1 + p2) * sc)) + e)
+    smin = _dn(_dn(_dn(best * sc) * (1.0 - 2.0 ** -52)) - E)
+    num = _dn(smin - t_hi)
+    d_lo = _dn(num / T_hi) if num > 0.0 else 0.0
+    closes = num >= 0.0
+    if closes:
+        plus_heavy = (Lv[bl] + Rv[br]) >= 0.0
+        for j in range(L):
+            mk[j] = 0 if plus_heavy else 1          # tail on the lighter side
+        mk[top[0]] = 1
+        for i in range(1, h):
+            mk[top[i]] = 0 if (bl >> (i - 1)) & 1 else 1
+        for i in range(h, K):
+            mk[top[i]] = 0 if (br >> (i - h)) & 1 else 1
+    return d_lo, closes
+
+
+@numba.njit(cache=True)
+def topk_lemma(R, K, M, d_lo, closes):
+    """Top-K lemma for every row of R (float64, nonnegative): d_lo[i] ≤ δ(row i)."""
+    n, L = R.shape
+    for i in numba.prange(n):
+        q1 = np.empty(L)
+        q2 = np.empty(L)
+        d_lo[i], closes[i] = _topk_row(R[i], K, M[i], q1, q2)
+
+
+@numba.njit(cache=True)
+def _half_sums(v):
+    # all 2^h signed sums of v with sign bits in the mask, sorted (values, masks)
+    h = v.shape[0]
+    n = 1 << h
+    s = np.zeros(n)
+    for t in range(n):
+        a = 0.0
+        for i in range(h):
+            a += v[i] if (t >> i) & 1 else -v[i]
+        s[t] = a
+    o = np.argsort(s, kind="mergesort")
+    return s[o], o
+
+
+@numba.njit(cache=True)
+def mitm_tail(R, k, flips, M, D_out):
+    """Witness search for diffuse rows; writes M (uint8) and the float D of each row."""
+    n, L = R.shape
+    for i in numba.prange(n):
+        x = R[i]
+        mk = M[i]
+        q1 = np.empty(L)
+        qs = np.empty(L)
+        idx = np.empty(L, np.int64)
+        order = np.empty(L, np.int64)
+        cnt = np.empty(66, np.int64)
+        top = _top_indices(x, k)
+        kk = top.shape[0]
+        saved = np.empty(kk)
+        for t in range(kk):            # place the rest first: hide the top atoms
+            saved[t] = x[top[t]]
+        y = x.copy()
+        for t in range(kk):
+            y[top[t]] = 0.0
+        m = _row_max(y)
+        if m > 0.0:
+            c = int(np.ceil(np.log2(L + 2.0))) + 1
+            s1, _ = _sigmas(m, c)
+            for j in range(L):
+                q1[j] = (s1 + y[j]) - s1
+            D = big_greedy_tail(y, q1, m, 64, mk, idx, order, cnt, qs)
+        else:
+            D = 0.0
+            for j in range(L):
+                mk[j] = 0
+        h = kk // 2
+        A, ma = _half_sums(saved[:h])
+        B, mb = _half_sums(saved[h:])
+        # two-pointer scan for min |D + a + b|
+        j = 0
+        t = B.shape[0] - 1
+        best = np.inf
+        bj = 0
+        bt = 0
+        while j < A.shape[0] and t >= 0:
+            v = D + A[j] + B[t]
+            if abs(v) < best:
+                best = abs(v)
+                bj = j
+                bt = t
+            if v > 0.0:
+                t -= 1
+            elif v < 0.0:
+                j += 1
+            else:
+                break
+        for q in range(h):
+            mk[top[q]] = 1 if (ma[bj] >> q) & 1 else 0
+        for q in range(kk - h):
+            mk[top[h + q]] = 1 if (mb[bt] >> q) & 1 else 0
+        D_out[i] = flip_more(x, mk, D + A[bj] + B[bt], flips, 0.0)
+
+
+@numba.njit(cache=True)
+def _best_swap(x, mk, D):
+    """Best exchange of one atom of S with one of S^c: min |D − 2x_i + 2x_j| (i ∈ S, j ∉ S),
+    by sorting both sides and one two-pointer scan for x_i − x_j closest to D/2."""
+    ins = np.flatnonzero(mk == 1)
+    out = np.flatnonzero((mk == 0) & (x > 0.0))
+    if ins.shape[0] == 0 or out.shape[0] == 0:
+        return D
+    a = x[ins]
+    b = x[out]
+    oa = np.argsort(a, kind="mergesort")
+    ob = np.argsort(b, kind="mergesort")
+    half = 0.5 * D
+    p = 0
+    q = 0
+    best = abs(D)
+    bi = -1
+    bj = -1
+    while p < oa.shape[0] and q < ob.shape[0]:
+        d = a[oa[p]] - b[ob[q]]          # increasing in p, decreasing in q
+        v = abs(D - 2.0 * d)
+        if v < best:
+            best = v
+            bi = ins[oa[p]]
+            bj = out[ob[q]]
+        if d < half:
+            p += 1
+        else:
+            q += 1
+    if bi < 0:
+        return D
+    mk[bi] = 0
+    mk[bj] = 1
+    return D - 2.0 * (x[bi] - x[bj])
+
+
+@numba.njit(cache=True)
+def improve(R, M, rounds, stop_rel, D_out):
+    """Alternate best swaps and best single flips on the masks M (uint8), in place."""
+    n, L = R.shape
+    for i in numba.prange(n):
+        x = R[i]
+        mk = M[i]
+        T = 0.0
+        D = 0.0
+        for j in range(L):
+            T += x[j]
+            D += x[j] if mk[j] else -x[j]
+        for _ in range(rounds):
+            if abs(D) <= stop_rel * T:
+                break
+            D0 = abs(D)
+            D = _best_swap(x, mk, D)
+            D = flip_more(x, mk, D, 1, stop_rel * T)
+            if not abs(D) < D0:
+                break
+        D_out[i] = D

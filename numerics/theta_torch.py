@@ -1,0 +1,117 @@
+"""Torch twin of :func:`numerics.theta_kernels.stage_a` (CUDA, or CPU for tests).
+
+Same algorithm, same floating-point operations on the same operands: the exact
+extraction sums (order-free, so torch's reduction order does not matter), the same
+dominance margin, the same greedy / prefix-crossing / flip decisions (elementwise IEEE
+operations, first-index tie breaks).  Only the per-row exact parts (A₁, A₂, T₁, T₂) and
+the masks leave the device; the outward rounding is the shared numba routine, so the
+certificates are bit-identical to the numpy backend.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+
+from numerics import theta_kernels as tk
+from numerics.rounding import U
+
+
+def _int_bits(x):
+    import torch
+    return x.view(torch.int64) >> 52
+
+
+def _pow2(k):
+    """2^k (k an int64 tensor), built from its bits when normal, so no device pow() is involved."""
+    import torch
+    kb = k + 1023
+    v = (kb.clamp(1, 2046) << 52).view(torch.float64)
+    return torch.where((kb >= 1) & (kb <= 2046), v, torch.ldexp(torch.ones_like(v), k.to(torch.float64)))
+
+
+def stage_a_torch(R: np.ndarray, force: np.ndarray, flips: int, stop_rel: float, device: str,
+                  bits: int = tk.BIG_BITS):
+    """(M uint8, out (n, 6), stat (n, 4)) exactly as :func:`numerics.theta_kernels.stage_a`."""
+    import torch
+    n, L = R.shape
+    x = torch.as_tensor(R, device=device)
+    c = tk.headroom_bits(L)
+    m = x.max(dim=1).values
+    ef = _int_bits(m)                        # max < 2^(ef − 1022): σ as in sigmas_scale
+    s1 = _pow2(ef - 1022 + c)
+    s2 = _pow2(ef - 1022 + 2 * c - 53)
+    q1 = (s1[:, None] + x) - s1[:, None]
+    q2 = (s2[:, None] + (x - q1)) - s2[:, None]
+    T1 = q1.sum(dim=1)                       # exact in any order
+    T2 = q2.sum(dim=1)
+    slack = 4.0 * (L * U * s2) + 4.0 * U * (2.0 * m)
+    y = 2.0 * m - (T1 + T2)
+    f = torch.as_tensor(force, device=device)
+    dom = torch.where(f >= 0, f == 1, y > slack)
+    unsure = (f < 0) & ~(y > slack) & (y >= -slack)
+    arg = torch.argmax(x, dim=1)             # first index of the maximum
+    rows = torch.arange(n, device=device)
+
+    # greedy on the big atoms in (exponent bucket, index) order
+    tau = m * 2.0 ** -bits
+    big = x >= tau[:, None]
+    eb = _int_bits(x)
+    em = _int_bits(m)
+    bucket = torch.clamp(em[:, None] - eb, max=bits)
+    key = torch.where(big, bucket * L + torch.arange(L, device=device)[None, :],
+                      torch.full_like(bucket, (bits + 1) * L))
+    order = torch.argsort(key, dim=1, stable=True)
+    nb = big.sum(dim=1)
+    D = torch.zeros(n, dtype=x.dtype, device=device)
+    mk = torch.zeros((n, L), dtype=torch.bool, device=device)
+    for t in range(int(nb.max()) if n else 0):
+        j = order[:, t]
+        live = t < nb
+        xj = x[rows, j]
+        go = D <= 0.0
+        D = torch.where(live, torch.where(go, D + xj, D - xj), D)
+        mk[rows[live], j[live]] = go[live]
+    # small atoms: the index-order prefix whose doubled q₁ sum crosses t_s − D joins S
+    qs = torch.where(big, torch.zeros_like(q1), q1)
+    ts = qs.sum(dim=1)
+    target = ts - D
+    cs = torch.cumsum(qs, dim=1)             # exact prefix sums
+    cross = 2.0 * cs >= target[:, None]
+    k = torch.where(cross.any(dim=1), torch.argmax(cross.to(torch.uint8), dim=1),
+                    torch.full_like(nb, L))
+    kc = torch.clamp(k, max=L - 1)
+    c_k = torch.where(k < L, cs[rows, kc], ts)
+    before = torch.where(k == 0, torch.zeros_like(ts),
+                         torch.where(k < L, cs[rows, torch.clamp(k - 1, min=0)], ts))
+    d_with = D + (2.0 * c_k - ts)
+    d_wo = D + (2.0 * before - ts)
+    take = (k < L) & (d_with.abs() <= d_wo.abs())
+    kk = torch.where(take, k + 1, k)
+    D = torch.where(take, d_with, d_wo)
+    pos = torch.arange(L, device=device)[None, :]
+    mk |= (pos < kk[:, None]) & (x < tau[:, None])
+    # best single flips (same values, same first-index choice as the numba loop)
+    stop = stop_rel * T1
+    mf = mk.to(x.dtype)
+    for _ in range(flips):
+        active = D.abs() > stop
+        v = (D[:, None] - (4.0 * mf - 2.0) * x).abs()
+        vmin = torch.minimum(v.min(dim=1).values, D.abs())
+        active &= vmin < D.abs()
+        j = torch.argmax((v == vmin[:, None]).to(torch.uint8), dim=1)
+        xj = x[rows, j]
+        Dn = D - (4.0 * mf[rows, j] - 2.0) * xj
+        D = torch.where(active, Dn, D)
+        mf[rows[active], j[active]] = 1.0 - mf[rows[active], j[active]]
+    # dominant rows: the singleton
+    mf = torch.where(dom[:, None], (pos == arg[:, None]).to(x.dtype), mf)
+    A1 = (q1 * mf).sum(dim=1)                # exact
+    A2 = (q2 * mf).sum(dim=1)
+    parts = torch.stack([A1, A2, T1, T2, m], dim=1).cpu().numpy()
+    out = np.empty((n, 6))
+    tk.bounds_batch(parts, L, out)
+    M = mf.to(torch.uint8).cpu().numpy()
+    stat = np.stack([dom.cpu().numpy().astype(np.int64), unsure.cpu().numpy().astype(np.int64),
+                     np.where(dom.cpu().numpy(), arg.cpu().numpy(), -1),
+                     (m < tk.TINY).cpu().numpy().astype(np.int64)], axis=1)
+    return M, out, stat
