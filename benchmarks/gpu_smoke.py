@@ -25,9 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import torch  # noqa: E402
+import torch
 
 
 # Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s from the vendors' data sheets, matched

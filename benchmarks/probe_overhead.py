@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from gpu_experiments import checkpoint, config, data, probe, train  # noqa: E402
+from gpu_experiments import checkpoint, config, data, probe, train
 
 
 def measure(cfg: config.RunConfig, steps: int, device: str, work: Path) -> dict:

@@ -91,7 +91,7 @@ CONFIGS: dict[str, RunConfig] = {
         lr=3e-3, warmup_steps=5, lr_decay_steps=40, max_steps=40, batch_tokens=512,
         micro_batch=4, dtype="float32", peak_tflops=0.0, ckpt_steps=(0, 10, 40),
         log_every=5, probe_batch=2, probe_queries=4),
-    # Issue 7: about 6 layers, width 256, context 256; three seeds < 1 h on 2 cores.
+    # About 6 layers, width 256, context 256; three seeds < 1 h on 2 cores.
     "small-cpu": RunConfig(
         name="small-cpu",
         model=GPTConfig(n_layer=6, n_head=4, n_embd=256, block_size=256, vocab_size=_BYTE_VOCAB),

@@ -1,4 +1,4 @@
-"""CPU dress rehearsal of a cluster run (issue 14): the real model, the real training path.
+"""CPU dress rehearsal of a cluster run: the real model, the real training path.
 
 ``python -m gpu_experiments rehearse --config gpt2-774m --out DIR [--steps N]``, one node:
 

@@ -1,4 +1,4 @@
-"""Two-node FSDP2 rehearsal on one CPU machine, through the cluster's own SLURM script (issue 14, item 3).
+"""Two-node FSDP2 rehearsal on one CPU machine, through the cluster's own SLURM script.
 
 ``python -m gpu_experiments rehearse --config tiny-cpu --nnodes 2 --out DIR`` runs
 ``gpu_experiments/slurm/train.sbatch`` unchanged with ``DEVICE=cpu`` and two

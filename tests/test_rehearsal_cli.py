@@ -1,4 +1,4 @@
-"""``rehearse`` and ``benchmarks/gpu_smoke.py`` command lines (issue 14): bad input, the CPU path."""
+"""``rehearse`` and ``benchmarks/gpu_smoke.py`` command lines: bad input, the CPU path."""
 import json
 import os
 import subprocess

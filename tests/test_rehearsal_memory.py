@@ -1,4 +1,4 @@
-"""Memory model of the cluster runs (issue 14, item 2): counts by hand, bytes against autograd."""
+"""Memory model of the cluster runs: counts by hand, bytes against autograd."""
 import dataclasses
 import math
 
@@ -10,7 +10,7 @@ M774 = config.get_config("gpt2-774m").model
 
 
 def test_gpt2_large_parameter_count_by_hand():
-    # GPT-2 large, vocabulary 50257, tied embeddings (the figure quoted in issue 14):
+    # GPT-2 large, vocabulary 50257, tied embeddings (the published count):
     C, V, T, L = 1280, 50257, 1024, 36
     block = 2 * 2 * C + (3 * C * C + 3 * C) + (C * C + C) + (4 * C * C + 4 * C) + (4 * C * C + C)
     assert block == 19_677_440

@@ -1,4 +1,4 @@
-"""The committed full-size rehearsal record results/rehearsal-774m/ (issue 14, item 4)."""
+"""The committed full-size rehearsal record results/rehearsal-774m/."""
 import json
 import shutil
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Two-node FSDP2 rehearsal through gpu_experiments/slurm/train.sbatch on localhost (issue 14, item 3).
+"""Two-node FSDP2 rehearsal through gpu_experiments/slurm/train.sbatch on localhost.
 
 Slow tier: three torchrun jobs of two agents each plus one single-process run.
 """
