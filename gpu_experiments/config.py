@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
