@@ -1,60 +1,101 @@
-"""Command line: ``python -m certificates certify|verify|report`` (FIXED in shared/ARCHITECTURE.md).
+"""Command line: ``python -m certificates certify|verify|report|probe`` (documented in README.md).
 
-Exit codes: 0 success; 1 verify found a discrepancy; 2 bad input (one line on stderr,
-no traceback, nothing left in OUTDIR).
+Exit codes, the same for every subcommand: 0 success; 1 a check or verification failed;
+2 bad input or usage (one line on stderr naming the file, row and problem; no traceback;
+nothing written or changed).
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 
 from .inputs import DEFAULT_MAX_SUM_DEFECT, InputError
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m certificates", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):          # usage errors: one line, exit 2 (argparse prints usage first)
+        print(f"error: {self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _probe_module():
+    """certificates.probe is optional here: the other subcommands work without it."""
+    try:
+        if importlib.util.find_spec("certificates.probe") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    from . import probe
+    return probe
+
+
+def build_parser(probe=None):
+    ap = _Parser(prog="python -m certificates", description=__doc__,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     c = sub.add_parser("certify", help="certify attention rows: two-sided θ bounds + witnesses")
-    c.add_argument("inputs", nargs="+", metavar="INPUT")
-    c.add_argument("-o", "--out", required=True, metavar="OUTDIR")
+    c.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="row files: .npz/.safetensors (array 'rows', or 'logits' + optional 'tau'), .npy, .pt; "
+                        "the last axis is L, leading axes are flattened")
+    c.add_argument("-o", "--out", required=True, metavar="OUTDIR",
+                   help="certificate folder to create; an existing non-empty one is refused unless --overwrite")
+    c.add_argument("--overwrite", action="store_true",
+                   help="write into an existing OUTDIR, replacing only the files an earlier certify wrote there "
+                        "(other files are never touched)")
     c.add_argument("--tolerance", type=float, default=1e-6,
-                   help="a row is closed (regime 1) when theta_hi − theta_lo ≤ T (default 1e-6)")
-    c.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+                   help="a row is closed (regime 1) when theta_hi − theta_lo ≤ max(T, 2^-50) (default 1e-6; at 0 "
+                        "only exactly solved rows are closed)")
+    c.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="where the bulk stages run (default cpu); the final outward rounding is always on the CPU")
     c.add_argument("--max-sum-defect", type=float, default=DEFAULT_MAX_SUM_DEFECT,
                    help="reject rows with |Σrow − 1| above this (default 1e-2: bfloat16 storage moves "
                         "a row sum by ≤ 2^-9 ≈ 2e-3 at any L); 'inf' disables")
-    c.add_argument("--no-progress", action="store_true")
-    v = sub.add_parser("verify", help="independent exact replay of a certificate directory")
-    v.add_argument("outdir", metavar="OUTDIR")
-    v.add_argument("--no-progress", action="store_true")
-    r = sub.add_parser("report", help="Markdown/HTML/PNG report over certificate directories")
-    r.add_argument("dirs", nargs="+", metavar="OUTDIR")
-    r.add_argument("-o", "--out", required=True, metavar="REPORTDIR")
-    r.add_argument("--no-progress", action="store_true")
-    a = ap.parse_args(argv)
+    c.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines on stderr")
+    v = sub.add_parser("verify", help="independent exact replay of a certificate folder")
+    v.add_argument("outdir", metavar="OUTDIR", help="a folder written by certify")
+    v.add_argument("--inputs", nargs="+", metavar="DIR", default=[],
+                   help="folders to search (recursively, by file name and sha256) for inputs that were moved")
+    v.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines on stderr")
+    r = sub.add_parser("report", help="Markdown/HTML/PNG report over certificate folders")
+    r.add_argument("dirs", nargs="+", metavar="OUTDIR", help="certificate folders written by certify")
+    r.add_argument("-o", "--out", required=True, metavar="REPORTDIR",
+                   help="where report.md, report.html, stats.json and the figures go; only these files "
+                        "are replaced or removed there")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    if probe is not None:
+        probe.add_probe_parser(sub)
+    return ap
+
+
+def main(argv=None) -> int:
+    probe = _probe_module()
+    a = build_parser(probe).parse_args(argv)
     try:
         if a.cmd == "certify":
             from .certify import run_certify
+            from .report import fmt_theta
             s = run_certify(a.inputs, a.out, tolerance=a.tolerance, device=a.device,
-                            max_sum_defect=a.max_sum_defect, progress=not a.no_progress)
+                            max_sum_defect=a.max_sum_defect, progress=not a.no_progress, overwrite=a.overwrite)
             rc = s["regime_counts"]
             print(f"{a.out}: {s['rows']} rows certified: {rc['dominant']} dominant, {rc['closed']} closed, "
-                  f"{rc['open']} open; median theta_lo {s['median_theta_lo']:.9g}")
+                  f"{rc['open']} open; median theta_lo {fmt_theta(s['median_theta_lo'])}")
             return 0
         if a.cmd == "verify":
             from .verify import run_verify
-            return 1 if run_verify(a.outdir, progress=not a.no_progress) else 0
-        from .report import write_report
-        write_report(a.dirs, a.out, progress=not a.no_progress)
-        print(f"{a.out}: report.md, report.html and figures written")
-        return 0
+            return 1 if run_verify(a.outdir, progress=not a.no_progress, search=a.inputs) else 0
+        if a.cmd == "report":
+            from .report import write_report
+            write_report(a.dirs, a.out, progress=not a.no_progress)
+            print(f"{a.out}: report.md, report.html and figures written")
+            return 0
+        return int(probe.run_probe(a))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (OSError, KeyError, ValueError) as exc:
-        if a.cmd == "certify":
-            raise
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+    except OSError as exc:             # disk full, permission denied …: one line, not a traceback
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

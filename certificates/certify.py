@@ -1,10 +1,16 @@
-"""``certify``: read row files, certify every row in chunks, write OUTDIR atomically.
+"""``certify``: read row files chunk by chunk, certify every row, write OUTDIR without losing files.
 
-OUTDIR holds certificates.npz (format FIXED in shared/ARCHITECTURE.md), summary.json,
+OUTDIR holds certificates.npz (format fixed; documented in README.md, "Certificates"), summary.json,
 metadata.npz (carried metadata arrays, ``input_index``, ``length`` and a descriptive
-float64 ``entropy``) and report/.  Everything is first written to a temporary sibling
-directory that is renamed into place only when all rows are certified; on any error the
-temporary directory is removed and OUTDIR is left as it was.
+float64 ``entropy``), report/ and, for every ``logits`` input i, certified-rows-i.npy:
+the float64 rows that were certified (softmax computed here), so that verify replays
+them instead of recomputing ``exp`` with another machine's libm (issue 10, item 3).
+
+Memory (issue 13, item 2): inputs are memory-mapped or streamed and read CHUNK_ELEMS
+entries at a time, each file at its own L (never padded to the longest row), so the
+working set is a fixed multiple of CHUNK_ELEMS float64 entries (one row if L is larger)
+whatever the number of rows or mix of lengths.  Outputs go to memory-mapped .npy files in
+the staging folder; the per-row metadata of the inputs (O(rows)) is held in memory.
 """
 from __future__ import annotations
 
@@ -12,33 +18,28 @@ import hashlib
 import json
 import os
 import platform
-import shutil
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 from . import inputs as io
+from .outdir import FORMAT, LEGACY_FILES, REPORT_FILES, Staging, write_npz
 from .pipeline import TOPK, certify_batch, entropy, exact_max_atoms
+from .progress import Progress
 
 DEFAULT_TOLERANCE = 1e-6
-CHUNK_ELEMS = 1 << 21     # rows per chunk = CHUNK_ELEMS // L (16 MiB of float64)
+CHUNK_ELEMS = 1 << 20     # entries per chunk (8 MiB of float64); a chunk is at least one row
+# A row is closed (regime 1) when theta_hi − theta_lo ≤ max(tolerance, CLOSE_FLOOR): an exactly
+# solved row is bracketed by adjacent floats (width ≤ 2^-52), so at --tolerance 0 it reads closed.
+CLOSE_FLOOR = 2.0 ** -50
+PER_ROW = ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "regime", "row_sum")
 
 
-def iter_rows(sources, Lmax, max_sum_defect, validate=True):
-    """Yield (global offset, float64 rows padded with zeros to Lmax) chunk by chunk."""
-    offset = 0
-    for src in sources:
-        step = max(1, CHUNK_ELEMS // src.L)
-        for s in range(0, src.n, step):
-            R = io.rows_float64(src, s, min(src.n, s + step))
-            if validate:
-                io.validate(R, src.path, s, max_sum_defect if src.kind == "rows" else None)
-            if R.shape[1] < Lmax:      # zero padding is neutral for θ (C6)
-                R = np.concatenate([R, np.zeros((R.shape[0], Lmax - R.shape[1]))], axis=1)
-            yield offset + s, R
-        offset += src.n
+def chunks(src, chunk_elems=CHUNK_ELEMS):
+    """(start, stop) row ranges of one source, each about chunk_elems entries at the source's own L."""
+    step = max(1, chunk_elems // src.L)
+    return [(s, min(src.n, s + step)) for s in range(0, src.n, step)]
 
 
 def _carried_meta(sources):
@@ -47,15 +48,12 @@ def _carried_meta(sources):
     out = {}
     for k in sorted(keys):
         kinds = {np.asarray(s.meta[k]).dtype.kind for s in sources if k in s.meta}
-        numeric = kinds <= set("iuf")
+        numeric = kinds <= set("biuf")
         parts = [np.asarray(s.meta[k]) if k in s.meta else np.full(s.n, -1 if numeric else "")
                  for s in sources]
         if not numeric:
             parts = [p.astype(str) for p in parts]
-        try:
-            out[k] = np.concatenate(parts)
-        except (ValueError, TypeError):
-            continue
+        out[k] = np.concatenate(parts)
     out["input_index"] = np.concatenate([np.full(s.n, i, dtype=np.int32) for i, s in enumerate(sources)])
     out["length"] = np.concatenate([np.full(s.n, s.L, dtype=np.int32) for s in sources])
     return out
@@ -72,88 +70,129 @@ def _versions():
     return v
 
 
-def run_certify(paths, outdir, tolerance=DEFAULT_TOLERANCE, device="cpu",
-                max_sum_defect=io.DEFAULT_MAX_SUM_DEFECT, backend=None, progress=True, report=True):
-    """Certify all rows of ``paths`` into ``outdir``; returns the summary dict.
-
-    Raises InputError on bad input (nothing written).  backend defaults to "numpy"
-    for device cpu and "torch" for cuda.
-    """
+def _check_options(tolerance, max_sum_defect, device):
     if not (tolerance >= 0 and np.isfinite(tolerance)):
         raise io.InputError("--tolerance", f"must be a finite number ≥ 0, got {tolerance}")
     if not max_sum_defect >= 0:   # NaN or negative would silently disable or break the check
         raise io.InputError("--max-sum-defect", f"must be a number ≥ 0 (inf allowed), got {max_sum_defect}")
-    out_abs = os.path.abspath(outdir)
-    if os.path.exists(out_abs) and not os.path.isdir(out_abs):
-        raise io.InputError(outdir, "OUTDIR exists and is not a directory")
-    if os.path.isdir(out_abs) and os.listdir(out_abs) and \
-            not os.path.exists(os.path.join(out_abs, "certificates.npz")):
-        raise io.InputError(outdir, "OUTDIR exists and is not a certificate directory; refusing to replace it")
-    backend = backend or ("torch" if device.startswith("cuda") else "numpy")
     if device.startswith("cuda"):
         import torch
         if not torch.cuda.is_available():
             raise io.InputError("--device", "cuda requested but torch sees no CUDA device")
+
+
+def run_certify(paths, outdir, tolerance=DEFAULT_TOLERANCE, device="cpu",
+                max_sum_defect=io.DEFAULT_MAX_SUM_DEFECT, backend=None, progress=True, report=True,
+                overwrite=False, chunk_elems=CHUNK_ELEMS):
+    """Certify all rows of ``paths`` into ``outdir``; returns the summary dict.
+
+    Raises InputError on bad input; then OUTDIR is exactly as it was.  backend defaults
+    to "numpy" for device cpu and "torch" for cuda.
+    """
+    _check_options(tolerance, max_sum_defect, device)
+    backend = backend or ("torch" if device.startswith("cuda") else "numpy")
     t0 = time.time()
-    sources = [io.load_source(p) for p in paths]
-    Lmax = max(s.L for s in sources)
-    N = sum(s.n for s in sources)
-    parts, ent = [], []
-    rows_hash = hashlib.sha256()
-    from tqdm import tqdm
-    bar = tqdm(total=N, unit="row", disable=not progress or None, file=sys.stderr, desc="certify")
-    for _, R in iter_rows(sources, Lmax, max_sum_defect):
-        rows_hash.update(R.tobytes())
-        parts.append(certify_batch(R, tolerance, backend=backend, device=device))
-        ent.append(entropy(R))
-        bar.update(R.shape[0])
-    bar.close()
-    res = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    res["witness"] = np.packbits(res["witness"], axis=-1, bitorder="little")
-    meta = _carried_meta(sources)
-    meta["entropy"] = np.concatenate(ent)
-    reg = np.bincount(res["regime"], minlength=3)
-    summary = {
-        "format": "attention-theta-certificates/1",
-        "rows": int(N), "L_max": int(Lmax),
-        "regime_counts": {"dominant": int(reg[0]), "closed": int(reg[1]), "open": int(reg[2])},
-        "tolerance": tolerance, "max_sum_defect": max_sum_defect, "topk_K": TOPK,
-        "exact_max_atoms": exact_max_atoms(), "device": device, "backend": backend,
-        # Paths relative to OUTDIR, so a committed result set verifies from any checkout.
-        "inputs": [{"path": os.path.relpath(s.path, os.path.abspath(outdir)), "sha256": s.sha256, "kind": s.kind, "dtype": s.dtype,
-                    "rows": s.n, "L": s.L, "tau": s.tau} for s in sources],
-        "rows_sha256": rows_hash.hexdigest(),
-        "median_theta_lo": float(np.median(res["theta_lo"])),
-        "fraction_theta_lo_ge_0.99": float(np.mean(res["theta_lo"] >= 0.99)),
-        "seconds": round(time.time() - t0, 3), "versions": _versions(), "argv": sys.argv[1:],
-    }
-    _write_atomic(outdir, res, meta, summary, report)
+    seen = {}
+    for p in paths:
+        if os.path.realpath(p) in seen:
+            raise io.InputError(p, f"given twice (also as {seen[os.path.realpath(p)]}); each input once")
+        seen[os.path.realpath(p)] = p
+    sources = [io.load_source(p) for p in paths]    # headers and sha256 only: rows come later
+    st = Staging(outdir, overwrite)
+    expected = [*LEGACY_FILES, *("report/" + n for n in REPORT_FILES),
+                *(f"certified-rows-{i}.npy" for i, s in enumerate(sources) if s.kind == "logits")]
+    try:
+        st.check_owned(expected)      # fail before any work when a foreign file is in the way
+        summary = _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progress, report,
+                                chunk_elems, t0)
+        st.install()
+    except BaseException:
+        st.abort()
+        raise
     return summary
 
 
-def _write_atomic(outdir, res, meta, summary, report):
-    outdir = os.path.abspath(outdir)
-    parent = os.path.dirname(outdir)
-    os.makedirs(parent, exist_ok=True)
-    if os.path.exists(outdir) and os.listdir(outdir) and \
-            not os.path.exists(os.path.join(outdir, "certificates.npz")):
-        raise io.InputError(outdir, "OUTDIR exists and is not a certificate directory; refusing to replace it")
-    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(outdir) + ".tmp-", dir=parent)
-    try:
-        np.savez(os.path.join(tmp, "certificates.npz"), **res)
-        np.savez(os.path.join(tmp, "metadata.npz"), **meta)
-        with open(os.path.join(tmp, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2)
-        if report:
-            from .report import write_report
-            write_report([tmp], os.path.join(tmp, "report"), progress=False)
-        old = None
-        if os.path.exists(outdir):
-            old = tempfile.mkdtemp(prefix="." + os.path.basename(outdir) + ".old-", dir=parent)
-            os.rename(outdir, os.path.join(old, "x"))
-        os.rename(tmp, outdir)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+def _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progress, report, chunk_elems, t0):
+    Lmax = max(s.L for s in sources)
+    N = sum(s.n for s in sources)
+    W = (Lmax + 7) // 8
+    mm = np.lib.format.open_memmap
+    dtypes = dict(theta_lo="f8", theta_hi="f8", gap_lo="f8", gap_hi="f8", p_max="f8", regime="i1", row_sum="f8")
+    out = {k: mm(st.path(k + ".npy"), "w+", np.dtype(d), (N,)) for k, d in dtypes.items()}
+    out["witness"] = mm(st.path("witness.npy"), "w+", np.uint8, (N, W))
+    ent = mm(st.path("entropy.npy"), "w+", np.float64, (N,))
+    rows_hash = hashlib.sha256()
+    stored = {}
+    bar = Progress(N, "certify", enabled=progress)
+    r0 = 0
+    for i, src in enumerate(sources):
+        keep = None
+        if src.kind == "logits":      # the certified float64 rows travel with the certificate
+            stored[i] = f"certified-rows-{i}.npy"
+            keep = mm(st.path(stored[i]), "w+", np.float64, (src.n, src.L))
+        for s, e in chunks(src, chunk_elems):
+            R = io.rows_float64(src, s, e)
+            io.validate(R, src.path, s, max_sum_defect if src.kind == "rows" else None)
+            if keep is not None:
+                keep[s:e] = R
+            rows_hash.update(R.tobytes())
+            c = certify_batch(R, tolerance, backend=backend, device=device)
+            # hi − lo ≤ floor/2 in float implies the exact difference is ≤ floor (one rounding)
+            exact = (c["regime"] == 2) & (c["theta_hi"] - c["theta_lo"] <= CLOSE_FLOOR / 2)
+            c["regime"] = np.where(exact, 1, c["regime"]).astype(np.int8)
+            a, b = r0 + s, r0 + e
+            for k in PER_ROW:
+                out[k][a:b] = c[k]
+            wit = np.packbits(np.asarray(c["witness"], dtype=bool), axis=-1, bitorder="little")
+            out["witness"][a:b, :wit.shape[1]] = wit     # bits beyond this file's L stay 0 (C6)
+            ent[a:b] = entropy(R)
+            bar.update(e - s)
+        if keep is not None:
+            keep.flush()
+            del keep
+        r0 += src.n
+    bar.close()
+    for a in list(out.values()) + [ent]:
+        a.flush()
+    theta_lo = out["theta_lo"]
+    reg = np.bincount(out["regime"], minlength=3)
+    inputs = []
+    for i, s in enumerate(sources):
+        d = {"path": os.path.relpath(s.path, st.out), "sha256": s.sha256, "kind": s.kind, "dtype": s.dtype,
+             "rows": s.n, "L": s.L, "tau": s.tau}
+        if i in stored:
+            d["certified_rows"] = {"path": stored[i], "sha256": io.file_sha256(st.path(stored[i]))}
+        if s.skipped:
+            d["metadata_not_carried"] = s.skipped
+        inputs.append(d)
+    summary = {
+        "format": FORMAT,
+        "rows": int(N), "L_max": int(Lmax),
+        "regime_counts": {"dominant": int(reg[0]), "closed": int(reg[1]), "open": int(reg[2])},
+        "tolerance": tolerance, "close_floor": CLOSE_FLOOR, "max_sum_defect": max_sum_defect, "topk_K": TOPK,
+        "exact_max_atoms": exact_max_atoms(), "device": device, "backend": backend,
+        # Paths relative to OUTDIR, so a committed result set verifies from any checkout.
+        "inputs": inputs,
+        "rows_sha256": rows_hash.hexdigest(),
+        "median_theta_lo": float(np.median(theta_lo)),
+        "fraction_theta_lo_ge_0.99": float(np.mean(theta_lo >= 0.99)),
+        "seconds": round(time.time() - t0, 3), "versions": _versions(), "argv": sys.argv[1:],
+    }
+    names = dict.fromkeys(list(out))
+    write_npz(st.path("certificates.npz"), {}, {k: st.path(k + ".npy") for k in names})
+    meta = _carried_meta(sources)
+    write_npz(st.path("metadata.npz"), meta, {"entropy": st.path("entropy.npy")})
+    del out, ent, theta_lo
+    for k in list(names) + ["entropy"]:
+        os.remove(st.path(k + ".npy"))
+    if report:
+        from .report import write_report
+        with open(st.path("summary.json"), "w") as f:      # report reads it; rewritten below
+            json.dump(summary, f)
+        write_report([st.tmp], st.path("report"), progress=False)
+    files = sorted(set(st.written()) | {"summary.json"})
+    st.check_owned(files)
+    summary["files"] = files
+    with open(st.path("summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    return summary

@@ -1,4 +1,4 @@
-"""Reading attention-row files (formats in shared/ARCHITECTURE.md) and rejecting bad input.
+"""Reading attention-row files (formats documented in README.md, "Certificates") and rejecting bad input.
 
 Every problem becomes an :class:`InputError` whose message is one line naming
 the file, the row (when there is one) and the problem; the command line turns
@@ -7,9 +7,10 @@ it into exit code 2 without a traceback.
 What is certified: for ``rows`` input, the stored values widened exactly to
 float64.  For ``logits`` input (optional scalar ``tau``, default 1), the
 float64 row ``e / Σe`` with ``e = exp(logits/τ − max)`` computed here by numpy;
-that float64 array *is* the certified row (its exact normalisation differs
-from the real softmax by float64 rounding only), and its sha256 is recorded
-so that ``verify`` can confirm it rebuilt the same rows.
+that float64 array *is* the certified row.  Because ``exp`` differs in its last
+bit between libms and SIMD paths, certify stores these rows in OUTDIR and verify
+replays the stored rows (sha256-checked); how they relate to the logits is a
+separate, stated check (see verify.LOGIT_REL).
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from . import readers as rd
 
 # bfloat16 keeps 8 significant bits: storing each entry of a row that sums to 1 moves the sum
 # by at most 2^-9 ≈ 1.95e-3 in total (any L, round-to-nearest); torch's bf16 softmax adds
@@ -38,19 +41,14 @@ class InputError(Exception):
 class Source:
     path: str
     kind: str                 # "rows" or "logits"
-    data: object              # (N, L) array-like in its stored dtype (numpy, possibly memory-mapped)
+    arr: object               # readers.Array: flattened rows read on demand
     dtype: str
+    n: int
+    L: int
     tau: float = 1.0
     meta: dict = field(default_factory=dict)
+    skipped: list = field(default_factory=list)
     sha256: str = ""
-
-    @property
-    def n(self) -> int:
-        return self.data.shape[0]
-
-    @property
-    def L(self) -> int:
-        return self.data.shape[1]
 
 
 def file_sha256(path: str) -> str:
@@ -63,130 +61,133 @@ def file_sha256(path: str) -> str:
 
 # Squares of row totals must stay finite in the float64 kernels (2^500 squared is < 2^1024).
 MAX_ROW_SUM = 2.0 ** 500
+RESERVED_META = ("input_index", "length", "entropy")
 
 
-def _meta_to_numpy(v):
-    """Metadata tensors of any dtype (layer, head, step …) as numpy; no float requirement."""
-    import torch
-    t = v.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        t = t.to(torch.float32)
-    return t.numpy()
-
-
-def _torch_to_numpy(path, t):
-    import torch
-    if not isinstance(t, torch.Tensor):
-        raise InputError(path, f"expected a tensor, got {type(t).__name__}")
-    name = str(t.dtype).replace("torch.", "")
-    if name not in FLOAT_DTYPES:
-        raise InputError(path, f"unsupported dtype {name} (need one of {', '.join(FLOAT_DTYPES)})")
-    # bfloat16/float16/float32 → float64 is exact widening
-    return t.detach().cpu().to(torch.float64).numpy(), name
-
-
-def _read(path):
-    """(arrays dict, dtype name of the main array) from any supported container."""
+def _open(path):
     ext = os.path.splitext(path)[1].lower()
+    if os.path.isdir(path):
+        raise InputError(path, "is a directory, not a rows file")
     if not os.path.isfile(path):
         raise InputError(path, "no such file")
     if os.path.getsize(path) == 0:
         raise InputError(path, "empty file")
+    readers = {".npz": rd.read_npz, ".npy": rd.read_npy, ".pt": rd.read_pt, ".safetensors": rd.read_safetensors}
+    if ext not in readers:
+        raise InputError(path, f"unknown file type {ext!r} (use .npz, .npy, .pt or .safetensors)")
     try:
-        if ext == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        elif ext == ".npy":
-            arrays = {"rows": np.load(path, mmap_mode="r", allow_pickle=False)}
-        elif ext == ".pt":
-            import torch
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-            obj = obj if isinstance(obj, dict) else {"rows": obj}
-            arrays = {}
-            for k, v in obj.items():
-                arrays[k] = v
-        elif ext == ".safetensors":
-            from safetensors.torch import load_file
-            arrays = dict(load_file(path))
-        else:
-            raise InputError(path, f"unknown file type {ext!r} (use .npz, .npy, .pt or .safetensors)")
+        return ext, readers[ext](path)
     except InputError:
         raise
-    except (ValueError, OSError, EOFError, RuntimeError, zipfile.BadZipFile, KeyError, Exception) as exc:
+    except rd.ReadError as exc:
+        raise InputError(path, str(exc))
+    except Exception as exc:     # any parser failure of a foreign file is bad input, not a crash
         raise InputError(path, f"cannot read ({type(exc).__name__}: {exc}); truncated, ragged or not this format?")
-    return arrays
 
 
-def _as_numpy(path, key, v):
-    if hasattr(v, "detach"):
-        return _torch_to_numpy(path, v)
-    if not isinstance(v, np.ndarray):
-        raise InputError(path, f"{key!r} is not an array")
-    return v, v.dtype.name
+def _meta_array(v):
+    """A carried metadata column as numpy (numbers, booleans or text), or None when not carried."""
+    a = np.asarray(v)
+    if a.dtype.kind == "S":          # bytes: latin-1 never fails, and keeps every byte visible
+        return np.char.decode(a, "latin-1")
+    return a if a.dtype.kind in "biufU" else None
 
 
-def load_source(path: str) -> Source:
-    arrays = _read(path)
-    kind = "rows" if "rows" in arrays else "logits" if "logits" in arrays else None
-    if kind is None:
-        raise InputError(path, f"no 'rows' or 'logits' array (found: {', '.join(sorted(arrays)) or 'nothing'})")
-    data, dtype = _as_numpy(path, kind, arrays[kind])
-    if data.dtype.kind != "f" or dtype not in FLOAT_DTYPES:
-        kindname = {"i": "integer", "u": "integer", "c": "complex", "b": "boolean", "O": "object (ragged?)",
-                    "V": "raw/void (bfloat16 in .npy? use .pt or .safetensors)"}.get(data.dtype.kind, "")
+def load_source(path: str, sha256: str | None = None) -> Source:
+    """Open one rows file: header, metadata and sha256 now; rows later, chunk by chunk.
+
+    ``sha256``: the file's hash when the caller has just computed it (saves a pass).
+    """
+    ext, (main, raw_meta, skipped) = _open(path)
+    if main is None:
+        raise InputError(path, f"no 'rows' or 'logits' array (found: {', '.join(map(str, skipped)) or 'nothing'})")
+    kind, arr = main
+    dtype = arr.dtype_name
+    if dtype not in FLOAT_DTYPES:
+        kindname = {"int": "integer", "uin": "integer", "com": "complex", "boo": "boolean",
+                    "voi": "raw/void (bfloat16 in .npy? use .pt or .safetensors)"}.get(dtype[:3], "")
         raise InputError(path, f"unsupported dtype {dtype} {kindname}".strip() +
                          f"; need one of {', '.join(FLOAT_DTYPES)}")
-    if data.ndim == 0:
+    if len(arr.shape) == 0:
         raise InputError(path, f"{kind!r} is a 0-d array; need (..., L)")
-    L = data.shape[-1]
+    L = arr.shape[-1]
     if L < 2:
         raise InputError(path, f"L = {L}: θ needs at least two positions (θ = 0 for L = 1)")
-    lead = data.shape[:-1]
+    lead = arr.shape[:-1]
     n = int(np.prod(lead)) if lead else 1
     if n == 0:
         raise InputError(path, "no rows")
-    data = data.reshape(n, L)
+
+    def per_row(shape):
+        return tuple(shape) in ((), tuple(lead), (n,))
+    try:
+        if ext == ".npz":
+            raw_meta, more = rd.load_npz_meta(path, raw_meta, per_row)
+            skipped = skipped + more
+        elif ext == ".safetensors":
+            kept = {}
+            for k, (a, dt) in raw_meta.items():
+                if per_row(a.shape):
+                    kept[k] = rd.st_meta_value(a, dt)
+                else:
+                    skipped.append(k)
+            raw_meta = kept
+    except (rd.ReadError, ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise InputError(path, f"cannot read metadata ({type(exc).__name__}: {exc})")
     tau = 1.0
-    if "tau" in arrays:
-        t, _ = _as_numpy(path, "tau", arrays["tau"])
-        if t.size != 1 or t.dtype.kind not in "fiu" or not np.isfinite(float(t.reshape(-1)[0])) \
-                or float(t.reshape(-1)[0]) <= 0:
-            raise InputError(path, f"tau must be one positive finite number, got {t!r}")
-        tau = float(t.reshape(-1)[0])
+    if "tau" in raw_meta:
+        t = np.asarray(raw_meta.pop("tau"))
+        ok = t.size == 1 and t.dtype.kind in "fiu"
+        tv = float(t.reshape(-1)[0]) if ok else float("nan")
+        if not (ok and np.isfinite(tv) and tv > 0):
+            raise InputError(path, f"tau must be one positive finite number, got shape {t.shape} dtype {t.dtype}")
+        tau = tv
     meta = {}
-    for k, v in arrays.items():
-        if k in META_KEYS_SKIP:
-            continue
-        if hasattr(v, "detach"):
-            a = _meta_to_numpy(v)
-        elif isinstance(v, np.ndarray):
-            a = v
+    for k, v in raw_meta.items():
+        a = _meta_array(v)
+        if a is None or k in RESERVED_META or not k.isprintable() or "/" in k or not per_row(a.shape):
+            skipped.append(k)
         else:
-            continue
-        if a.ndim == 0:
-            meta[k] = np.full(n, a.item())          # a scalar tag (e.g. run, step) applies to every row
-        elif a.shape == lead or (a.ndim == 1 and a.shape[0] == n):
-            meta[k] = np.asarray(a).reshape(n)
-    return Source(path=os.path.abspath(path), kind=kind, data=data, dtype=dtype, tau=tau, meta=meta,
-                  sha256=file_sha256(path))
+            meta[k] = np.full(n, a.item()) if a.ndim == 0 else a.reshape(n)   # a scalar tag applies to every row
+    return Source(path=os.path.abspath(path), kind=kind, arr=arr, dtype=dtype, n=n, L=L, tau=tau, meta=meta,
+                  skipped=sorted(map(str, skipped)), sha256=sha256 or file_sha256(path))
+
+
+def read_rows(src: Source, start: int, stop: int) -> np.ndarray:
+    """Stored rows [start, stop) widened exactly to float64 (not yet normalised)."""
+    try:
+        x = src.arr.read(start, stop)
+    except rd.ReadError as exc:
+        raise InputError(src.path, str(exc), start)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, RuntimeError) as exc:
+        raise InputError(src.path, f"cannot read rows ({type(exc).__name__}: {exc})", start)
+    return np.ascontiguousarray(x, dtype=np.float64)
+
+
+def softmax_rows(x: np.ndarray, tau: float, path: str, start: int) -> np.ndarray:
+    """The float64 softmax e/Σe, e = exp(x/τ − max) computed by numpy (what certify stores)."""
+    bad = np.isnan(x) | (x == np.inf)
+    if bad.any():
+        r = int(np.argmax(bad.any(axis=1)))
+        raise InputError(path, "logit is NaN or +inf", start + r)
+    with np.errstate(over="ignore"):
+        x = x / tau
+    over = x == np.inf
+    if over.any():
+        r = int(np.argmax(over.any(axis=1)))
+        raise InputError(path, f"logit/tau overflows float64 (tau = {tau:g}); rescale the logits", start + r)
+    mx = x.max(axis=1, keepdims=True)
+    if not np.isfinite(mx).all():
+        r = int(np.argmax(~np.isfinite(mx[:, 0])))
+        raise InputError(path, "every logit is -inf (no positive mass)", start + r)
+    e = np.exp(x - mx)
+    return np.ascontiguousarray(e / e.sum(axis=1, keepdims=True))
 
 
 def rows_float64(src: Source, start: int, stop: int) -> np.ndarray:
     """Rows [start, stop) as float64 (exact widening, or the float64 softmax for logits)."""
-    x = np.asarray(src.data[start:stop], dtype=np.float64)
-    if src.kind == "rows":
-        return np.ascontiguousarray(x)
-    bad = np.isnan(x) | (x == np.inf)
-    if bad.any():
-        r = int(np.argmax(bad.any(axis=1)))
-        raise InputError(src.path, "logit is NaN or +inf", start + r)
-    x = x / src.tau
-    mx = x.max(axis=1, keepdims=True)
-    if not np.isfinite(mx).all():
-        r = int(np.argmax(~np.isfinite(mx[:, 0])))
-        raise InputError(src.path, "every logit is -inf (no positive mass)", start + r)
-    e = np.exp(x - mx)
-    return np.ascontiguousarray(e / e.sum(axis=1, keepdims=True))
+    x = read_rows(src, start, stop)
+    return x if src.kind == "rows" else softmax_rows(x, src.tau, src.path, start)
 
 
 def validate(R: np.ndarray, path: str, offset: int, max_sum_defect: float | None) -> np.ndarray:

@@ -1,16 +1,29 @@
-"""``verify``: an independent exact replay of a certificate directory.
+"""``verify``: an independent exact replay of a certificate folder.
 
-Shares no bound code with certify: it imports neither numerics.theta_bounds nor
-the pipeline, only the file loader (whose output it checks against the sha256 of
-the input files and of the float64 rows recorded in summary.json).  Every check
-is exact integer/Fraction arithmetic on the dyadic row values:
+Shares no bound code with certify: it imports neither numerics/ nor the pipeline, only
+the file loader (whose output it checks against the sha256 of the input files and of the
+float64 rows recorded in summary.json).  Rows are streamed chunk by chunk.  Each row first
+goes through :mod:`certificates.verify_fast` (exact limb sums, double-double decisions);
+a row it does not decide is replayed by :func:`check_row` in exact integer/Fraction
+arithmetic, which has the last word:
 
 * each witness S is replayed: θ_S = 4AB/T² ≥ theta_lo and δ_S² ≤ gap_hi (C7);
 * the dominant-atom regime is re-decided (2·x_max ≥ T) and its value re-derived (C4);
 * every upper bound below 1 (theta_hi < 1 or gap_lo > 0) is re-justified, by an exact
   meet-in-the-middle search when the row has ≤ EXACT_ATOMS nonzero atoms, else by the
   top-K interval lemma recomputed in integers with the K recorded in summary.json;
-* regime 0 iff dominant; regime 1 (closed) claims hi − lo ≤ tolerance (regime 2 claims nothing); row_sum and p_max are within 4 ulps.
+* regime 0 iff dominant; regime 1 (closed) claims hi − lo ≤ max(tolerance, 2^-50) (regime 2 claims
+  nothing); row_sum and p_max are within 4 ulps.
+
+Its work is bounded by the data: summary.json fields are validated against what certify
+can write (topk_K ≤ MAX_TOPK, so at most 2^(MAX_TOPK−1) sign patterns per row).
+
+``logits`` inputs: the certified float64 rows are replayed from OUTDIR/certified-rows-i.npy
+(sha256-checked), so the verdict does not depend on this machine's ``exp``.  Their relation
+to the logits is a separate check: each stored entry must lie within LOGIT_REL(L) relative
+(plus 2^-1060 absolute) of the softmax recomputed here.  That tolerance assumes only that
+both machines' ``exp`` is within 4 ulps and that their sums run in any order (γ_L each);
+it is a consistency check of how the rows were made, not part of what is certified.
 """
 from __future__ import annotations
 
@@ -19,13 +32,25 @@ import hashlib
 import json
 import os
 import sys
+import zipfile
 from fractions import Fraction
 
 import numpy as np
 
 from . import inputs as io
+from . import readers as rd
+from .progress import Progress
 
 EXACT_ATOMS = 24
+CLOSE_FLOOR = Fraction(1, 2 ** 50)   # closed: hi − lo ≤ max(tolerance, 2^-50) (certify.CLOSE_FLOOR)
+MAX_TOPK = 16                    # certify uses 12; anything larger is not a certify output
+CHUNK_ELEMS = 1 << 20
+HEX = set("0123456789abcdef")
+
+
+def LOGIT_REL(L: int) -> float:
+    # exp within 4 ulps on each side (8u), two sums in any order (2γ_L ≈ 2L·u), one division each
+    return (L + 16) * 2.0 ** -52
 REL = Fraction(1, 2 ** 51)       # 4 ulps relative, for the descriptive row_sum and p_max
 
 
@@ -112,73 +137,225 @@ def check_row(x, rec, tol, K):
         if glo > Fraction(dT * dT, T * T) or hi < 1 - Fraction(dT * dT, T * T):
             bad.append(f"upper bound θ ≤ {vals['theta_hi']!r} (gap ≥ {vals['gap_lo']!r}) not justified "
                        f"(best re-derived gap lower bound {float(Fraction(dT * dT, T * T))!r})")
-    if rec["regime"] == 1 and hi - lo > tol:
-        bad.append("regime 1 (closed) but hi − lo > tolerance")
+    if rec["regime"] == 1 and hi - lo > max(tol, CLOSE_FLOOR):
+        bad.append("regime 1 (closed) but hi − lo > max(tolerance, 2^-50)")
     if rec["regime"] not in (0, 1, 2):
         bad.append(f"unknown regime {rec['regime']}")
     return bad
 
 
-def run_verify(outdir, progress=True, max_report=10, out=sys.stdout):
-    """Return the number of discrepancies (0 iff everything holds); raises InputError on bad files."""
+def _bad(outdir, msg):
+    return io.InputError(os.path.join(outdir, "summary.json"), msg)
+
+
+def _is_int(v, lo=None, hi=None):
+    return isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo) and (hi is None or v <= hi)
+
+
+def _is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+
+
+def _sha_ok(v):
+    return isinstance(v, str) and len(v) == 64 and set(v) <= HEX
+
+
+def load_summary(outdir):
+    """summary.json, checked against what certify can write (exit 2 otherwise)."""
     try:
         with open(os.path.join(outdir, "summary.json")) as f:
-            summary = json.load(f)
-        with np.load(os.path.join(outdir, "certificates.npz"), allow_pickle=False) as z:
-            cert = {k: z[k] for k in z.files}
-    except (OSError, ValueError, KeyError) as exc:
-        raise io.InputError(outdir, f"cannot read the certificate directory ({exc})")
-    problems = []
-    sources = []
+            s = json.load(f)
+    except (OSError, ValueError, RecursionError) as exc:
+        raise io.InputError(outdir, f"cannot read summary.json ({type(exc).__name__}: {exc})") from None
+    if not isinstance(s, dict):
+        raise _bad(outdir, f"is a JSON {type(s).__name__}, not an object")
+    if not str(s.get("format", "")).startswith("attention-theta-certificates/"):
+        raise _bad(outdir, "format is not attention-theta-certificates/…")
+    checks = [("rows", _is_int(s.get("rows"), 1)), ("L_max", _is_int(s.get("L_max"), 2)),
+              ("tolerance", _is_num(s.get("tolerance")) and s.get("tolerance") >= 0),
+              ("topk_K", _is_int(s.get("topk_K"), 1, MAX_TOPK)),
+              ("inputs", isinstance(s.get("inputs"), list) and len(s["inputs"]) > 0),
+              ("rows_sha256", _sha_ok(s.get("rows_sha256")))]
+    for k, ok in checks:
+        if not ok:
+            raise _bad(outdir, f"field {k!r} = {s.get(k)!r} is not what certify writes"
+                       + (f" (1 ≤ topk_K ≤ {MAX_TOPK})" if k == "topk_K" else ""))
+    seen = set()
+    for j, inp in enumerate(s["inputs"]):
+        ok = isinstance(inp, dict) and isinstance(inp.get("path"), str) and inp["path"] and \
+            _sha_ok(inp.get("sha256")) and inp.get("kind") in ("rows", "logits") and \
+            _is_int(inp.get("rows"), 1) and _is_int(inp.get("L"), 2, s["L_max"]) and \
+            _is_num(inp.get("tau", 1.0)) and inp.get("tau", 1.0) > 0
+        if ok and inp["kind"] == "logits":
+            cr = inp.get("certified_rows")
+            ok = isinstance(cr, dict) and cr.get("path") == f"certified-rows-{j}.npy" and _sha_ok(cr.get("sha256"))
+        if not ok:
+            raise _bad(outdir, f"inputs[{j}] is malformed (path, sha256, kind, rows, L, tau"
+                       + (", certified_rows" if isinstance(inp, dict) and inp.get("kind") == "logits" else "") + ")")
+        if inp["path"] in seen:
+            raise _bad(outdir, f"inputs[{j}] repeats {inp['path']!r}")
+        seen.add(inp["path"])
+    if sum(i["rows"] for i in s["inputs"]) != s["rows"] or max(i["L"] for i in s["inputs"]) != s["L_max"]:
+        raise _bad(outdir, "rows / L_max disagree with the inputs listed")
+    return s
+
+
+NEED = {k: "float64" for k in ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "row_sum")}
+NEED.update(regime="int8", witness="uint8")
+
+
+def load_certificates(outdir, N, Lmax):
+    """The arrays of certificates.npz, headers checked against the format before any data is read.
+
+    Uncompressed members (what certify writes) are memory-mapped; a compressed one is read
+    only once its header matches, so a crafted shape cannot make verify allocate more than
+    the data.
+    """
+    path = os.path.join(outdir, "certificates.npz")
+    W = (Lmax + 7) // 8
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as z:
+            infos = {i.filename[:-4]: i for i in z.infolist() if i.filename.endswith(".npy")}
+            for k, d in NEED.items():
+                shape = (N, W) if k == "witness" else (N,)
+                if k not in infos:
+                    raise io.InputError(path, f"array {k!r} is missing")
+                info = infos[k]
+                m = rd.ZipMember(path, info)
+                if m.dtype != np.dtype(d) or tuple(m.shape) != shape or m.fortran:
+                    raise io.InputError(path, f"array {k!r} is {m.dtype} {tuple(m.shape)}"
+                                              f"{' (Fortran order)' if m.fortran else ''}; the format "
+                                              f"requires {d} {shape}")
+                if info.compress_type == zipfile.ZIP_STORED:
+                    if info.file_size - m.header_len < int(np.prod(shape)) * m.dtype.itemsize:
+                        raise rd.ReadError(f"{k} is truncated")
+                    off = rd.stored_offset(path, info) + m.header_len
+                    out[k] = np.memmap(path, dtype=m.dtype, mode="r", offset=off, shape=shape)
+                else:
+                    with z.open(info) as f:
+                        out[k] = np.lib.format.read_array(f, allow_pickle=False)
+    except io.InputError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, rd.ReadError, KeyError) as exc:
+        raise io.InputError(path, f"cannot read ({type(exc).__name__}: {exc})") from None
+    return out
+
+
+def find_input(outdir, inp, search):
+    """Path of the input file with the recorded name and sha256: as recorded, else under --inputs."""
+    rec = inp["path"]
+    first = rec if os.path.isabs(rec) else os.path.join(outdir, rec)
+    name = os.path.basename(rec)
+    cands = [first]
+    for d in search:
+        cands.append(os.path.join(d, name))
+        for root, _, files in os.walk(d):
+            if name in files:
+                cands.append(os.path.join(root, name))
+    found = [c for c in dict.fromkeys(cands) if os.path.isfile(c)]
+    for c in found:
+        if io.file_sha256(c) == inp["sha256"]:
+            return c, None
+    if found:
+        return None, f"{found[0]}: sha256 differs from the one certified"
+    where = f" or under {', '.join(search)}" if search else "; moved? give --inputs DIR"
+    raise io.InputError(first, f"input not found (recorded as {rec!r}{where})")
+
+
+def _replay_chunk(R, cert, a, tol, K, problems):
+    """Check rows R (float64, at their own L) against certificate rows [a, a + len(R))."""
+    from .verify_fast import fast_rows
+    n, L = R.shape
+    b = a + n
+    wb = (L + 7) // 8            # only the bytes that cover this file's L; the rest must be zero
+    masks = np.unpackbits(np.asarray(cert["witness"][a:b, :wb]), axis=-1, bitorder="little")
+    beyond = masks[:, L:].any(axis=1) | np.asarray(cert["witness"][a:b, wb:]).any(axis=1)
+    for i in np.flatnonzero(beyond):
+        problems.append(f"row {a + i}: witness has bits beyond L = {L}")
+    masks = np.ascontiguousarray(masks[:, :L])
+    col = {k: np.ascontiguousarray(cert[k][a:b]) for k in NEED if k != "witness"}
+    ok = np.zeros(n, np.int8)
+    fast_rows(R, masks, col["theta_lo"], col["theta_hi"], col["gap_lo"], col["gap_hi"], col["p_max"],
+              col["row_sum"], col["regime"], float(max(tol, CLOSE_FLOOR)), K, ok)
+    for i in np.flatnonzero(ok == 0):
+        rec = {k: float(col[k][i]) for k in NEED if k not in ("witness", "regime")}
+        rec["regime"] = int(col["regime"][i])
+        rec["mask"] = masks[i].tolist()
+        problems += [f"row {a + i}: {p}" for p in check_row(R[i], rec, tol, K)]
+    return int(n - ok.sum())
+
+
+def _logit_check(src, stored, s, e, problems):
+    """The stated relation of the stored rows to the logits (consistency, see module docstring)."""
+    P = io.softmax_rows(io.read_rows(src, s, e), src.tau, src.path, s)
+    far = np.abs(stored - P) > LOGIT_REL(src.L) * P + 2.0 ** -1060
+    if far.any():
+        r = int(np.argmax(far.any(axis=1)))
+        problems.append(f"{src.path}: row {s + r}: certified rows differ from softmax(logits/tau) recomputed "
+                        f"here by more than {LOGIT_REL(src.L):.3g} relative")
+
+
+def run_verify(outdir, progress=True, max_report=10, out=sys.stdout, search=()):
+    """Return the number of discrepancies (0 iff everything holds); raises InputError on bad files."""
+    summary = load_summary(outdir)
+    N, Lmax = summary["rows"], summary["L_max"]
+    cert = load_certificates(outdir, N, Lmax)
+    tol, K = Fraction(summary["tolerance"]), summary["topk_K"]
+    problems, plan = [], []
     for inp in summary["inputs"]:
-        path = inp["path"] if os.path.isabs(inp["path"]) else os.path.join(outdir, inp["path"])
-        src = io.load_source(path)
-        if src.sha256 != inp["sha256"]:
-            problems.append(f"{inp['path']}: sha256 differs from the one certified")
-        sources.append(src)
-    N = summary["rows"]
-    need = ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "regime", "witness", "row_sum")
-    missing = [k for k in need if k not in cert]
-    if missing or any(cert[k].shape[0] != N for k in need):
-        raise io.InputError(outdir, f"certificates.npz lacks arrays or rows: missing {missing}")
-    # The fixed format, exactly: a wider float would be rounded by float() below, a float
-    # regime truncated by int().
-    want = {k: "float64" for k in ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "row_sum")}
-    want.update(regime="int8", witness="uint8")
-    problems += [f"certificates.npz: {k} has dtype {cert[k].dtype}, the format requires {d}"
-                for k, d in want.items() if cert[k].dtype != np.dtype(d)]
-    tol = Fraction(summary["tolerance"])
-    K = int(summary["topk_K"])
-    Lmax = int(summary["L_max"])
+        path, why = find_input(outdir, inp, search)
+        if why:
+            problems.append(why)
+            plan.append(None)
+            continue
+        src = io.load_source(path, sha256=inp["sha256"])     # find_input checked this hash
+        if (src.kind, src.n, src.L) != (inp["kind"], inp["rows"], inp["L"]):
+            raise io.InputError(path, f"holds {src.n} {src.kind} of L = {src.L}; summary.json says "
+                                      f"{inp['rows']} {inp['kind']} of L = {inp['L']}")
+        stored = None
+        if src.kind == "logits":
+            sp = os.path.join(outdir, inp["certified_rows"]["path"])
+            if not os.path.isfile(sp) or io.file_sha256(sp) != inp["certified_rows"]["sha256"]:
+                problems.append(f"{sp}: missing or sha256 differs from the one certified")
+                plan.append(None)
+                continue
+            try:
+                (_, stored), _, _ = rd.read_npy(sp)
+            except (rd.ReadError, ValueError, OSError) as exc:
+                raise io.InputError(sp, f"cannot read ({exc})") from None
+            if stored.shape != (src.n, src.L) or stored.dtype_name != "float64":
+                raise io.InputError(sp, f"holds {stored.dtype_name} {stored.shape}, not float64 {(src.n, src.L)}")
+        plan.append((src, stored))
     h = hashlib.sha256()
-    from tqdm import tqdm
-    bar = tqdm(total=N, unit="row", disable=not progress or None, file=sys.stderr, desc="verify")
-    r = 0
-    for src in sources:
-        for s in range(0, src.n, 4096):
-            R = io.rows_float64(src, s, min(src.n, s + 4096))
+    bar = Progress(N, "verify", enabled=progress)
+    r0 = exact = 0
+    for inp, p in zip(summary["inputs"], plan):
+        if p is None:
+            r0 += inp["rows"]
+            bar.update(inp["rows"])
+            continue
+        src, stored = p
+        step = max(1, CHUNK_ELEMS // max(src.L, (Lmax + 7) // 8))   # rows × (L or witness bytes) bounded
+        for s in range(0, src.n, step):
+            e = min(src.n, s + step)
+            if stored is None:
+                R = io.read_rows(src, s, e)
+            else:
+                R = np.ascontiguousarray(stored.read(s, e), dtype=np.float64)
+                _logit_check(src, R, s, e, problems)
             io.validate(R, src.path, s, None)
-            if R.shape[1] < Lmax:
-                R = np.concatenate([R, np.zeros((R.shape[0], Lmax - R.shape[1]))], axis=1)
             h.update(R.tobytes())
-            masks = np.unpackbits(cert["witness"][r:r + R.shape[0]], axis=-1, bitorder="little")
-            if masks.shape[1] < Lmax or masks[:, Lmax:].any():
-                problems.append(f"rows {r}…: witness has the wrong width or bits beyond L")
-            for i in range(R.shape[0]):
-                rec = {k: float(cert[k][r]) for k in need if k not in ("witness", "regime")}
-                rec["regime"] = int(cert["regime"][r])
-                rec["mask"] = masks[i, :Lmax].tolist()
-                problems += [f"row {r}: {p}" for p in check_row(R[i], rec, tol, K)]
-                r += 1
-            bar.update(R.shape[0])
+            exact += _replay_chunk(R, cert, r0 + s, tol, K, problems)
+            bar.update(e - s)
+        r0 += src.n
     bar.close()
-    if r != N:
-        problems.append(f"inputs hold {r} rows, certificates {N}")
-    if h.hexdigest() != summary.get("rows_sha256"):
-        problems.append("the float64 rows rebuilt from the inputs differ from the certified ones (rows_sha256)")
+    if not any(p is None for p in plan) and h.hexdigest() != summary["rows_sha256"]:
+        problems.append("the float64 rows replayed differ from the certified ones (rows_sha256)")
     for p in problems[:max_report]:
         print(f"{outdir}: {p}", file=out)
     if len(problems) > max_report:
         print(f"{outdir}: … {len(problems) - max_report} more", file=out)
-    print(f"{outdir}: {'OK' if not problems else 'FAILED'}: {N} rows, {len(problems)} discrepancies", file=out)
+    print(f"{outdir}: {'OK' if not problems else 'FAILED'}: {N} rows ({exact} replayed in exact arithmetic), "
+          f"{len(problems)} discrepancies", file=out)
     return len(problems)

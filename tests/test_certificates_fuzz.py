@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from certificates.pipeline import certify_batch
 from certificates.verify import check_row
+from certificates.verify_fast import fast_rows
 from numerics.theta import theta_exact
 
 TOLS = (1e-6, 0.0)
@@ -30,6 +31,41 @@ def _check(row):
         rec["regime"] = int(c["regime"][0])
         rec["mask"] = c["witness"][0].tolist()
         assert check_row(R[0], rec, Fraction(tol), 12) == []
+        _fast_agrees(R[0], rec, max(tol, 2.0**-50))
+
+
+def _tampers(rec):
+    """Honest record, then small lies: each must never be passed by the fast path alone."""
+    yield dict(rec)
+    for k, sgn in (("theta_lo", 1), ("gap_hi", -1), ("theta_hi", -1), ("gap_lo", 1)):
+        for steps in (1, 2, 8, 2**20):
+            r = dict(rec)
+            v = r[k]
+            for _ in range(steps if steps < 64 else 1):
+                v = float(np.nextafter(v, sgn * np.inf))
+            if steps >= 64:
+                v = v + sgn * 1e-6
+            r[k] = min(max(v, 0.0), 1.0)
+            yield r
+    for reg in (0, 1, 2):
+        yield dict(rec, regime=reg)
+    for k in ("p_max", "row_sum"):
+        yield dict(rec, **{k: rec[k] * (1 + 2.0**-48)})
+    m = list(rec["mask"])
+    m[0] = not m[0]
+    yield dict(rec, mask=m)
+
+
+def _fast_agrees(x, rec, tol):
+    # soundness of verify_fast: "decided: holds" only where the exact replay finds nothing
+    for r in _tampers(rec):
+        ok = np.zeros(1, np.int8)
+        arr = lambda k: np.array([r[k]], dtype=np.float64)       # noqa: E731
+        fast_rows(x[None, :].copy(), np.array([r["mask"]], dtype=np.uint8), arr("theta_lo"), arr("theta_hi"),
+                  arr("gap_lo"), arr("gap_hi"), arr("p_max"), arr("row_sum"),
+                  np.array([r["regime"]], dtype=np.int8), tol, 12, ok)
+        if ok[0]:
+            assert check_row(x, r, Fraction(tol), 12) == [], r
 
 
 @st.composite
@@ -126,3 +162,32 @@ def test_long_rows_bounds_contain_exact_and_verify():
         rec["mask"] = c["witness"][i].tolist()
         assert check_row(R[i], rec, Fraction(1e-6), 12) == []
     assert np.any(c["theta_hi"] < 1) and np.all(c["theta_lo"] > 0)
+
+
+def test_fast_path_on_long_rows_never_passes_a_tampered_record():
+    # the rows verify meets most (L = 64…512, diffuse to concentrated, float32-stored), honest and
+    # tampered; the fast path must decide most honest rows and pass nothing the exact replay rejects
+    rng = np.random.default_rng(7)
+    decided = total = 0
+    cases = [(64, 0.5), (256, 3.0), (512, 8.0), (40, "dirichlet"), (300, "dirichlet")]
+    for L, scale in cases:
+        if scale == "dirichlet":                 # a few large atoms: the top-K lemma closes these
+            R = rng.dirichlet(np.full(L, 0.02), size=12)
+        else:
+            lg = rng.normal(size=(12, L)) * scale
+            R = np.exp(lg - lg.max(1, keepdims=True))
+        R = (R / R.sum(1, keepdims=True)).astype(np.float32).astype(np.float64)
+        c = certify_batch(R, 1e-6)
+        for i in range(R.shape[0]):
+            rec = {k: float(c[k][i]) for k in ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "row_sum")}
+            rec["regime"] = int(c["regime"][i])
+            rec["mask"] = c["witness"][i].tolist()
+            _fast_agrees(R[i], rec, 1e-6)
+            ok = np.zeros(1, np.int8)
+            arr = lambda k: np.array([rec[k]])                    # noqa: E731
+            fast_rows(R[i:i + 1].copy(), np.array([rec["mask"]], dtype=np.uint8), arr("theta_lo"),
+                      arr("theta_hi"), arr("gap_lo"), arr("gap_hi"), arr("p_max"), arr("row_sum"),
+                      np.array([rec["regime"]], dtype=np.int8), 1e-6, 12, ok)
+            decided += int(ok[0])
+            total += 1
+    assert decided >= 0.6 * total
