@@ -62,10 +62,10 @@ def _carried_meta(sources):
 def _versions():
     import numba
     v = {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__}
-    try:
-        import torch
-        v["torch"] = torch.__version__
-    except ImportError:
+    try:  # from the package metadata: importing torch only for its version costs seconds
+        from importlib.metadata import version
+        v["torch"] = version("torch")
+    except Exception:
         pass
     return v
 
