@@ -22,45 +22,55 @@ def _cfg(name: str, overrides: list[str]):
 
     try:
         return config.apply_overrides(config.get_config(name), overrides)
-    except (KeyError, ValueError) as exc:
-        raise SystemExit(f"error: {exc.args[0] if exc.args else exc}")
+    except (KeyError, ValueError) as exc:  # bad input: one line, exit 2 like every CLI here
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gpu_experiments")
+    ap = argparse.ArgumentParser(
+        prog="python -m gpu_experiments",
+        description="GPT-2 (pre-LN; post-LN variant) training, DCP checkpoints and attention probes, "
+                    "on a GPU cluster or a CPU, feeding the certificates. Exit codes: 0 ok, 1 a run or "
+                    "verification failed, 2 bad input or usage.")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     c = sub.add_parser("configs", help="list configs, or print one (with overrides) as JSON")
-    c.add_argument("name", nargs="?")
-    c.add_argument("overrides", nargs="*", metavar="key=value")
+    c.add_argument("name", nargs="?", help="config to print (gpt2-774m, tiny-cpu, small-cpu); omit to list all")
+    c.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="typed overrides, e.g. n_layer=4 (unknown keys and wrong types are errors)")
 
     p = sub.add_parser("prepare", help="write train.bin/val.bin/meta.json token memmaps")
-    p.add_argument("--source", choices=["offline", "hf"], default="offline")
+    p.add_argument("--source", choices=["offline", "hf"], default="offline",
+                   help="offline: Python's own pydoc text, byte-level tokens (no network); "
+                        "hf: a public web-text corpus (cluster only, needs the datasets package)")
     p.add_argument("--out", default=None, help="default: data/offline or data/openwebtext")
     p.add_argument("--dataset", default="Skylion007/openwebtext", help="HF dataset (with --source hf)")
     p.add_argument("--stdlib", action="store_true", help="offline: add the stdlib sources to the corpus")
-    p.add_argument("--num-proc", type=int, default=8)
+    p.add_argument("--num-proc", type=int, default=8, help="tokeniser processes (with --source hf)")
 
     t = sub.add_parser("train", help="train one seed (single process or under torchrun)")
-    t.add_argument("--config", required=True)
-    t.add_argument("--seed", type=int, default=1)
+    t.add_argument("--config", required=True, help="config name (see `configs`)")
+    t.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
     t.add_argument("--out", default=None, help="default: runs/CONFIG/seed-N")
-    t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="auto: cuda when available, else cpu")
     t.add_argument("--stop-at", type=int, default=None, help="stop after this step (simulated interruption)")
-    t.add_argument("overrides", nargs="*", metavar="key=value")
+    t.add_argument("overrides", nargs="*", metavar="key=value", help="typed config overrides")
 
     pr = sub.add_parser("probe", help="rows files for each checkpoint, then certify and report")
-    pr.add_argument("--run", required=True)
-    pr.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    pr.add_argument("--no-certify", action="store_true")
+    pr.add_argument("--run", required=True, help="a run folder written by `train` (holds config.json, step-N/)")
+    pr.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the probe forward runs")
+    pr.add_argument("--no-certify", action="store_true", help="write the rows files only")
 
     r = sub.add_parser("reproduce", help="seeds -> train -> probe -> certify -> report (resumable)")
-    r.add_argument("--config", required=True)
-    r.add_argument("--out", required=True)
+    r.add_argument("--config", required=True, help="config name (see `configs`)")
+    r.add_argument("--out", required=True, help="output folder; rerunning resumes what is missing")
     r.add_argument("--nproc", type=int, default=1, help="train each seed with torchrun on K local processes")
-    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    r.add_argument("--no-certify", action="store_true")
-    r.add_argument("overrides", nargs="*", metavar="key=value")
+    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="auto: cuda when available, else cpu")
+    r.add_argument("--no-certify", action="store_true", help="train and probe only")
+    r.add_argument("overrides", nargs="*", metavar="key=value", help="typed config overrides (e.g. seeds=1)")
 
     rh = sub.add_parser("rehearse", help="CPU dress rehearsal of a cluster run; writes DIR/rehearsal.json")
     rh.add_argument("--config", required=True, help="config name (gpt2-774m: the full-size model)")
@@ -116,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
             rows = probe.probe_run(run, device=a.device)
             if not a.no_certify:
                 probe.certify(rows, run / "certificates", run / "report", device=a.device)
-        except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        except (FileNotFoundError, ValueError) as exc:   # no such run, malformed run: bad input
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except RuntimeError as exc:                      # certify or verify failed on good input
             print(f"error: {exc}", file=sys.stderr)
             return 1
         return 0

@@ -1,4 +1,4 @@
-"""The tiny-cpu pipeline end to end through the CLI: train -> probe -> certify -> report (issue 6, items 6-8).
+"""The tiny-cpu pipeline end to end through the CLI: train -> probe -> certify -> report.
 
 The default tier runs one seed; the slow tier runs the configured three seeds,
 exactly ``python -m gpu_experiments reproduce --config tiny-cpu --out DIR``.
@@ -74,8 +74,8 @@ def test_reproduce_three_seeds(tmp_path):
 
 def test_cli_errors(tmp_path):
     r = cli(tmp_path, "train", "--config", "tiny-cpu", "bogus=1")
-    assert r.returncode != 0 and "unknown key 'bogus'" in r.stderr
+    assert r.returncode == 2 and "unknown key 'bogus'" in r.stderr
     r = cli(tmp_path, "probe", "--run", str(tmp_path / "nope"))
-    assert r.returncode == 1 and "config.json" in r.stderr
+    assert r.returncode == 2 and "config.json" in r.stderr
     r = cli(tmp_path, "configs", "gpt2-774m", "n_layer=2")
     assert r.returncode == 0 and json.loads(r.stdout)["model"]["n_layer"] == 2
