@@ -7,7 +7,7 @@ of repeats).  The overhead of the full schedule is then
     ratio = len(ckpt_steps) * t_probe / (max_steps * t_update)
 
 (the probe runs once per checkpoint, training runs max_steps updates).
-Target (issue 6): ratio <= 2% for gpt2-774m.  On a CPU, run the small configs;
+Target: ratio <= 2% for gpt2-774m.  On a CPU, run the small configs;
 on a GPU, benchmarks/gpu_smoke.py reports the same ratio for gpt2-774m.
 
     python benchmarks/probe_overhead.py [--config tiny-cpu] [--steps 6] [key=value ...]

@@ -4,9 +4,9 @@ OUTDIR holds certificates.npz (format fixed; documented in README.md, "Certifica
 metadata.npz (carried metadata arrays, ``input_index``, ``length`` and a descriptive
 float64 ``entropy``), report/ and, for every ``logits`` input i, certified-rows-i.npy:
 the float64 rows that were certified (softmax computed here), so that verify replays
-them instead of recomputing ``exp`` with another machine's libm (issue 10, item 3).
+them instead of recomputing ``exp`` with another machine's libm.
 
-Memory (issue 13, item 2): inputs are memory-mapped or streamed and read CHUNK_ELEMS
+Memory: inputs are memory-mapped or streamed and read CHUNK_ELEMS
 entries at a time, each file at its own L (never padded to the longest row), so the
 working set is a fixed multiple of CHUNK_ELEMS float64 entries (one row if L is larger)
 whatever the number of rows or mix of lengths.  Outputs go to memory-mapped .npy files in

@@ -1,4 +1,4 @@
-"""Writing output folders without ever losing a file (issue 10, item 4).
+"""Writing output folders without ever losing a file.
 
 Everything is written to a temporary folder first; only when all of it is complete are
 the files moved into place.  A new folder is renamed into place in one step.  An existing

@@ -1,4 +1,4 @@
-"""Progress with rows/s: a tqdm bar on a terminal, plain lines when stderr is piped (issue 13, item 4).
+"""Progress with rows/s: a tqdm bar on a terminal, plain lines when stderr is piped.
 
 Piped output gets one line every ``every`` seconds and a last line at the end, so a long
 run in a log file or CI shows that it is alive and how fast it goes.  Timing is only

@@ -1,4 +1,4 @@
-"""Container readers that never load the whole row array (issue 13: streaming input).
+"""Container readers that never load the whole row array.
 
 Each reader returns ``(main, meta, skipped)``:
 

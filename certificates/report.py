@@ -24,7 +24,7 @@ MISSING = (-1, "")          # what certify writes for a row whose input had no s
 
 
 def fmt_theta(v: float) -> str:
-    """θ bound for display; never prints 1 for a value below 1 (issue 10, item 6)."""
+    """θ bound for display; never prints 1 for a value below 1."""
     if not np.isfinite(v):
         return str(v)
     s = f"{v:.6g}"

@@ -1,4 +1,4 @@
-"""Issue 10, item 5: every bad input listed there gets exit 2 and one line, never a traceback,
+"""Bad input to certify, verify and report: every case gets exit 2 and one line, never a traceback,
 never partial output; the odd-but-valid ones certify.  One regression test per case."""
 import json
 import os

@@ -1,4 +1,4 @@
-"""Issue 10 items 3, 4, 6, 7 and issue 13 items 2, 4: nothing lost, portable certificates,
+"""Certificates CLI: nothing lost, portable certificates,
 honest display, CLI conventions, streaming with bounded memory, progress when piped."""
 import io
 import json
@@ -181,7 +181,7 @@ def test_progress_lines_when_piped():
     assert len(lines) == 2 and "40/100" in lines[0] and "rows/s" in lines[0]
 
 
-# ---------------------------------------------------------------- issue 13 item 2: bounded memory
+# ---------------------------------------------------------------- bounded memory
 MEMCHILD = textwrap.dedent("""
     import resource, sys, numpy as np
     from certificates.__main__ import main

@@ -1,5 +1,5 @@
 """The negative controls of proofs/checks run the machinery of the checks they guard, and that
-machinery tells the right statement from the wrong one (issue 15, item 2)."""
+machinery tells the right statement from the wrong one."""
 from fractions import Fraction as F
 
 import numpy as np

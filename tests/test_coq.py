@@ -1,4 +1,4 @@
-"""The Coq tier (issue 11): proofs/coq/ and proofs/checks/coq.py.
+"""The Coq tier: proofs/coq/ and proofs/checks/coq.py.
 
 Without coqc the tests that compile are skipped (with the install line), and the
 Coq checks themselves must report skip, never pass.  The default tier compiles

@@ -1,4 +1,4 @@
-"""Checkpoints: atomic writes, safe loading, single-process resume, non-finite stop (issue 6, item 5)."""
+"""Checkpoints: atomic writes, safe loading, single-process resume, non-finite stop."""
 import json
 import os
 import pickle

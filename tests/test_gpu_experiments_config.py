@@ -1,4 +1,4 @@
-"""Configs: frozen, selected by name, type-checked key=value overrides (issue 6, item 2)."""
+"""Configs: frozen, selected by name, type-checked key=value overrides."""
 import dataclasses
 
 import pytest

@@ -1,4 +1,4 @@
-"""Offline data, memmap format, held-out split, cursor-addressed stream (issue 6, item 3)."""
+"""Offline data, memmap format, held-out split, cursor-addressed stream."""
 import json
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Data parallelism on CPU with gloo (issue 6, items 4-5, 8).
+"""Data parallelism on CPU with gloo.
 
 * 2 ranks x k micro-batches == 1 rank x 2k (the loss is the mean over the global batch);
 * resume after an interruption continues bitwise on 2 ranks;

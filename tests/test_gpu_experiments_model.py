@@ -1,4 +1,4 @@
-"""GPT-2 model: naming, tying, init, attention numerics, post-LN flag (issue 6, item 1)."""
+"""GPT-2 model: naming, tying, init, attention numerics, post-LN flag."""
 import math
 
 import numpy as np

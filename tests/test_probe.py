@@ -1,4 +1,4 @@
-"""``certificates probe`` (issue 12): captured rows equal transformers' own attentions, certificates verify.
+"""``certificates probe``: captured rows equal transformers' own attentions, certificates verify.
 
 Tiny random GPT-2, Llama (grouped-query attention) and BERT checkpoints are built offline
 with transformers' config classes and save_pretrained; the reference for every captured

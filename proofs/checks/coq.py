@@ -320,7 +320,7 @@ def coq_theorems() -> list[dict]:
 
 
 
-# ----------------------------------------------------------------------------- issue 11, item 4
+# ----------------------------------------------------------------------------- cross-check: Coq definitions against numerics
 
 # Rows with small denominators: MathComp's nat literals are unary, so big numbers are slow.
 CROSS_ROWS = (
