@@ -20,9 +20,10 @@ Big integers.  A float64 row put over one power-of-two denominator can hold
     c+1.  This keeps the preorder of all deviations |Σ ε_i w_i| (proof in
     :func:`compress`), so the set of optimal masks is unchanged.  Rows such as
     [1.0, 2**-600, ...] shrink to a few dozen bits.
-What is left runs (kernels in :mod:`numerics.partition_kernels`) in exact multi-limb arithmetic: K limbs of 62 bits in int64,
-with K the least number such that 2T < 2^{62K}.  K = 1 is the plain int64 fast
-path.  Nothing is rounded anywhere, so correctness never rests on luck.
+What is left runs in exact multi-limb arithmetic (one pair of kernels in
+:mod:`numerics.partition_kernels`): K int64 limbs, 62 bits each below the top
+one, with K = 1 when T < 2^62 (plain int64) and otherwise the least K with
+2T < 2^{62K}.  Nothing is rounded anywhere, so correctness never rests on luck.
 
 Cost and memory.  Each list element takes 8K + 4 bytes (limbs + uint32 mask).
 When both halves would exceed ``memory_budget`` (default 1 GiB), the free
@@ -40,9 +41,9 @@ from typing import Sequence
 
 import numpy as np
 
-from numerics.partition_kernels import (LIMB_BITS, _LMASK, _scan_2, _scan_i64, _scan_limbs,
-                                        _sorted_sums_2, _sorted_sums_i64, _sorted_sums_limbs,
-                                        _to_limbs)
+from numerics.partition_kernels import LIMB_BITS, limb_shape, scan, sorted_sums, to_limbs
+
+__all__ = ["LIMB_BITS", "MEMORY_BUDGET", "best_mask_mitm", "closest_half", "compress", "warm_up"]
 
 MEMORY_BUDGET = 2**30  # bytes for both sorted lists together
 MAX_PREFIX = 24                 # 2^24 extra scans is hours: refuse beyond that
@@ -142,24 +143,9 @@ def closest_half(weights: Sequence[int], *, memory_budget: int = MEMORY_BUDGET,
     prefix, rest = free[:n_prefix], free[n_prefix:]
     half_a, half_b = rest[: len(rest) // 2], rest[len(rest) // 2:]
 
-    if K == 1:
-        gen, scan = _sorted_sums_i64, _scan_i64
-        A, mA = gen(np.array([w[i] for i in half_a], np.int64))
-        B, mB = gen(np.array([w[i] for i in half_b], np.int64))
-        target = lambda t: np.int64(t)  # noqa: E731
-    elif K == 2:
-        def gen2(half):
-            hi = np.array([w[i] >> LIMB_BITS for i in half], np.int64)
-            return _sorted_sums_2(hi, np.array([w[i] & _LMASK for i in half], np.int64))
-        (Ah, Al, mA), (Bh, Bl, mB) = gen2(half_a), gen2(half_b)
-        A, B = (Ah, Al), (Bh, Bl)
-        scan = lambda A, B, t: _scan_2(*A, *B, t >> LIMB_BITS, t & _LMASK)  # noqa: E731
-        target = lambda t: t  # noqa: E731
-    else:
-        gen, scan = _sorted_sums_limbs, _scan_limbs
-        A, mA = gen(_to_limbs([w[i] for i in half_a], K).reshape(len(half_a), K))
-        B, mB = gen(_to_limbs([w[i] for i in half_b], K).reshape(len(half_b), K))
-        target = lambda t: _to_limbs([t], K)[0]  # noqa: E731
+    ks = limb_shape(K)
+    A, mA = sorted_sums(to_limbs([w[i] for i in half_a], K), ks)
+    B, mB = sorted_sums(to_limbs([w[i] for i in half_b], K), ks)
 
     best_dev, best_local = None, 0
     for pm in range(1 << len(prefix)):
@@ -170,7 +156,7 @@ def closest_half(weights: Sequence[int], *, memory_budget: int = MEMORY_BUDGET,
                 local |= 1 << prefix[q]
         t = T - 2 * c
         if t >= 0:
-            j, k = scan(A, B, target(t))
+            j, k = scan(A, B, to_limbs([t], K)[0], ks)
             ma, mb = int(mA[j]), int(mB[k])
             for q, i in enumerate(half_a):
                 if ma >> q & 1:
@@ -197,7 +183,9 @@ def best_mask_mitm(weights: Sequence[int]) -> int:
 
 
 def warm_up() -> None:
-    """Compile (or load from numba's cache) the int64, two-limb and K-limb paths once."""
-    closest_half([3, 5, 7, 11])
-    closest_half([3, 5, 7, 11], min_limbs=2)
-    closest_half([3, 5, 7, 11], min_limbs=3)
+    """Compile (or load from numba's cache) the merge and scan kernels for K = 1, 2, 3 limbs.
+
+    K is part of the kernels' argument types (a K-tuple), so each K is its own signature.
+    """
+    for k in (1, 2, 3):
+        closest_half([3, 5, 7, 11], min_limbs=k)

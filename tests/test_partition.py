@@ -12,8 +12,8 @@ from numerics.partition import best_mask_mitm, closest_half, compress
 from numerics.theta import (best_mask_bruteforce, integer_weights, subset_sums, theta_bruteforce,
                             theta_exact, theta_of_mask)
 
-# Every solver path: int64 / two-limb / K-limb, with and without the gcd and
-# gap reductions, and with the prefix enumeration forced by a tiny budget.
+# Every solver path: 1, 2 and 3 limbs (one kernel pair, compiled per K), with and without
+# the gcd and gap reductions, and with the prefix enumeration forced by a tiny budget.
 PATHS = [{}, {"min_limbs": 2}, {"min_limbs": 3, "reduce": False}, {"memory_budget": 200},
          {"min_limbs": 2, "memory_budget": 300, "reduce": False}]
 
@@ -72,6 +72,19 @@ def test_ties_and_zeros():
     # zero atoms never enter the witness (C6)
     mask, _ = closest_half([0, 4, 0, 4, 0])
     assert mask & 0b10101 == 0
+
+
+def test_limb_boundaries():
+    # totals just below 2^62 (the largest K = 1 row: the doubled sums use the unmasked top limb
+    # up to 2^63) and just below 2^124 (the largest K = 2 row), against exhaustive search
+    rng = random.Random(10)
+    for top in (62, 124):
+        for L in (3, 7, 12):
+            # comparable atoms (no dominant one), so doubled sums near T straddle 2^top
+            w = [rng.randrange(2**top // (2 * L), 3 * 2**top // (2 * L)) for _ in range(L - 1)]
+            w.append(2**top - 1 - sum(w))          # T = 2^top − 1, an odd total
+            assert sum(w) == 2**top - 1 and 0 <= max(w) < sum(w) // 2
+            check_row(w, PATHS[:2] + [{"reduce": False}])
 
 
 def test_huge_exponent_float64_rows():
@@ -146,7 +159,7 @@ def test_theta_exact_uses_mitm_and_is_exact():
         assert isinstance(res.theta, Fraction) and isinstance(res.delta, Fraction)
         assert res.theta == 1 - res.delta**2 == theta_of_mask(p, res.mask)
         assert res.delta == Fraction(exhaustive_dev(w), sum(w))
-    assert min(bits) <= 62 < max(bits)  # both the int64 and the two-limb path ran
+    assert min(bits) <= 62 < max(bits)  # both K = 1 (int64) and K = 2 limbs ran
 
 
 def planted(rng, n, bits):
