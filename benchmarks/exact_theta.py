@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
 
     t_jit, _ = timed(partition.warm_up)
-    print(f"JIT warm-up (compile or load cache, three paths): {t_jit:.2f} s\n")
+    print(f"JIT warm-up (compile or load cache, limb counts K = 1, 2, 3): {t_jit:.2f} s\n")
 
     print("brute force vs meet in the middle, same rows (L ≤ 20 is brute force's limit)")
     print(f"{'L':>3} {'kind':<14} {'bits':>5} {'brute path':<11} {'brute ms':>9} {'mitm ms':>9} {'ratio':>8}")
