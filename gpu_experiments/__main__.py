@@ -17,6 +17,10 @@ import warnings
 from pathlib import Path
 
 
+class BadInput(Exception):
+    """Bad input or usage: one line on stderr and exit 2 (as in every CLI of this project)."""
+
+
 def _cfg(name: str, overrides: list[str]):
     from gpu_experiments import config
 
@@ -138,11 +142,19 @@ def main(argv: list[str] | None = None) -> int:
         from gpu_experiments import config, reproduce
 
         _cfg(a.config, a.overrides)  # validate before starting anything
-        reproduce.reproduce(a.config, a.out, a.overrides, nproc=a.nproc, device=a.device,
-                            certify=not a.no_certify)
+        try:
+            reproduce.reproduce(a.config, a.out, a.overrides, nproc=a.nproc, device=a.device,
+                                certify=not a.no_certify)
+        except reproduce.ConfigMismatch as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         return 0
     if a.cmd == "rehearse":
-        return _rehearse(a, argv)
+        try:
+            return _rehearse(a, argv)
+        except BadInput as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     return 2
 
 
@@ -152,22 +164,22 @@ def _rehearse(a, argv) -> int:
     cfg = _cfg(a.config, [])
     steps = a.steps if a.steps is not None else (2 if a.nnodes == 1 else 6)
     if steps < 2:
-        raise SystemExit(f"error: --steps must be >= 2 (a resume needs an update after the checkpoint), got {steps}")
+        raise BadInput(f"--steps must be >= 2 (a resume needs an update after the checkpoint), got {steps}")
     if a.nnodes == 2 and steps < 3:
-        raise SystemExit(f"error: --steps must be >= 3 with --nnodes 2 (checkpoint, interruption, resume), got {steps}")
+        raise BadInput(f"--steps must be >= 3 with --nnodes 2 (checkpoint, interruption, resume), got {steps}")
     if a.threads < 1:
-        raise SystemExit(f"error: --threads must be >= 1, got {a.threads}")
+        raise BadInput(f"--threads must be >= 1, got {a.threads}")
     out = Path(a.out)
     if out.exists() and not out.is_dir():
-        raise SystemExit(f"error: --out {out} exists and is not a directory")
+        raise BadInput(f"--out {out} exists and is not a directory")
     if (out / "rehearsal.json").exists() or (out / "certificates").exists() or (out / "rows").exists():
-        raise SystemExit(f"error: --out {out} already holds a rehearsal; use a fresh folder")
+        raise BadInput(f"--out {out} already holds a rehearsal; use a fresh folder")
     command = "python -m gpu_experiments " + " ".join(argv if argv is not None else sys.argv[1:])
     # every process builds the whole float32 model before any sharding (memory model, CPU step)
     need = a.nnodes * mm.cpu_fp32_prediction(cfg.model, 1, 0)["total"]
     avail = rehearse.available_bytes()
     if avail is not None and avail < 1.1 * need:
-        raise SystemExit(f"error: {cfg.name} rehearsal needs about {1.1 * need / 2**30:.1f} GiB of free memory "
+        raise BadInput(f"{cfg.name} rehearsal needs about {1.1 * need / 2**30:.1f} GiB of free memory "
                          f"(memory model, float32 CPU step), {avail / 2**30:.1f} GiB available")
     if a.nnodes == 2:
         from gpu_experiments import rehearse_nodes

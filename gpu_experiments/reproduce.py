@@ -24,6 +24,11 @@ from pathlib import Path
 from gpu_experiments import checkpoint, config as cfgmod, probe, train
 
 
+
+class ConfigMismatch(ValueError):
+    """OUT already holds a run of another config (bad input: exit 2)."""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -56,7 +61,7 @@ def reproduce(name: str, out: str | Path, overrides: list[str] = (), nproc: int 
     if status_path.exists():
         old = json.loads(status_path.read_text())
         if old["config"] != status["config"]:
-            raise SystemExit(f"{status_path}: {out} holds a different config; use a fresh --out")
+            raise ConfigMismatch(f"{status_path}: {out} holds a different config; use a fresh --out")
         status["stages"] = old.get("stages", {})
 
     def mark(key, value):

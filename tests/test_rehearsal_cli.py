@@ -15,11 +15,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _exit(argv):
-    """Exit status and message of the in-process CLI (SystemExit carries the one-line message)."""
-    try:
-        return main(argv), ""
-    except SystemExit as exc:
-        return (2, str(exc.code)) if isinstance(exc.code, str) else (exc.code, "")
+    """Exit status and stderr of the in-process CLI."""
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code
+    return rc, err.getvalue()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only path")
