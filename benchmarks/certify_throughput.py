@@ -7,6 +7,7 @@
 3. ``verify`` on that certificate folder vs the same load-and-sum process.
 
 Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
+       [--stages]
 Wall-clock times, best of a few repeats; the load average is printed with the table
 because other processes on the machine change every ratio.
 """
@@ -22,6 +23,7 @@ import time
 import numpy as np
 
 from certificates.pipeline import certify_batch
+from numerics import theta_fused as tf
 
 
 def rows(n, L, seed=0, dtype=np.float64):
@@ -43,7 +45,7 @@ def load():
     return "load average %.2f %.2f %.2f on %d cores" % (*os.getloadavg(), os.cpu_count())
 
 
-def kernel_table(elems):
+def kernel_table(elems, stages=False):
     certify_batch(rows(64, 64), 1e-6)           # compile / load the numba kernels outside the timing
     print(f"{'L':>6} {'rows':>7} {'certify rows/s':>15} {'sum rows/s':>12} {'ratio':>7} {'cpu ratio':>10}"
           f" {'closed':>9}  regimes(dom/closed/open)")
@@ -59,6 +61,13 @@ def kernel_table(elems):
         closed = 1 - reg[2] / n
         print(f"{L:>6} {n:>7} {n / t_c:>15.0f} {n / t_s:>12.0f} {t_c / t_s:>6.1f}x {c_c / c_s:>9.1f}x"
               f" {100 * closed:>8.2f}%  {reg.tolist()}", flush=True)
+        if stages:                 # CPU time of stage A alone (the fused pass)
+            M, out, st = np.empty((n, L), np.uint8), np.empty((n, 6)), np.empty((n, 4), np.int64)
+            force = np.full(n, -1, np.int8)
+            c_a = best_of(lambda: tf.stage_a(R, force, 3, 5e-4, M, out, st), reps=5,
+                          clock=time.process_time)
+            print(f"{'':>6} cpu ratio of stage A alone {c_a / c_s:5.1f}x (certify: {c_c / c_s:.1f}x;"
+                  f" separate best-of runs, so the difference is rough)", flush=True)
 
 
 def _run(args):
@@ -98,9 +107,10 @@ def main():
     ap.add_argument("--cli-rows", type=int, default=16384, help="rows of L = 1024 for the CLI run (default 16384 = 64 MiB)")
     ap.add_argument("--gib", action="store_true", help="the 1 GiB CLI case: 262144 rows of L = 1024")
     ap.add_argument("--skip-cli", action="store_true", help="only the certify_batch table")
+    ap.add_argument("--stages", action="store_true", help="also split certify's CPU time by stage")
     a = ap.parse_args()
     print(load())
-    kernel_table(a.elems)
+    kernel_table(a.elems, a.stages)
     if not a.skip_cli:
         cli_table(262144 if a.gib else a.cli_rows)
     print(load())

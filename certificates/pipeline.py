@@ -5,11 +5,13 @@ Stages (each later stage only touches rows still open, i.e. hi − lo > toleranc
 A. one fused pass per row (:func:`numerics.theta_fused.stage_a`, numba, rows independent,
    threaded for large batches): max, the exact total, the dominant-atom test (C4; the rare
    undecided rows are settled exactly with ``math.fsum``), a witness — the singleton when
-   dominant, else greedy on the big atoms, a prefix crossing over the small ones (C5) and
-   best single flips — and its certified value;
+   dominant, else greedy on the big atoms, a prefix crossing over the small ones (C5),
+   first fit on both sides of the crossing atom and, rarely, best single flips — and its
+   certified value;
 B. (:mod:`numerics.theta_refine`) the top-K interval lemma (an upper bound; its closing
-   witness), then, on rows still open, best exchanges and flips on the current witness, a
-   meet-in-the-middle split of the top atoms against a greedy remainder, Karmarkar–Karp;
+   witness: most rows reaching B have θ truly below 1 − tol), then, on rows still open,
+   best exchanges and flips on the current witness, a meet-in-the-middle split of the top
+   atoms against a greedy remainder, Karmarkar–Karp;
 C. the exact solver :func:`numerics.theta.theta_exact` for rows with few nonzero atoms.
 
 Every reported bound comes from one evaluator (exact extraction sums, outward rounding:
@@ -64,8 +66,10 @@ class _State:
 
 
 def _closed(lo, hi, tol):
-    # hi − lo ≤ tol, decided conservatively (x − y rounds to 0 only when x = y)
-    return (hi == lo) | (up(hi - lo) <= tol)
+    # hi − lo ≤ tol, decided conservatively: fl(hi − lo) is within a factor 1 ± 2⁻⁵³ of the
+    # true difference (exact when that is subnormal, 0 only when hi = lo), so comparing it
+    # with tol·(1 − 2⁻⁵⁰) never accepts a true difference above tol (no nextafter pass)
+    return (hi - lo) <= tol * (1.0 - 2.0 ** -50)
 
 
 def _stage_a(R, tolerance, flips, backend, device, force):
@@ -125,11 +129,11 @@ def certify_batch(R: np.ndarray, tolerance: float, backend: str = "numpy", devic
     # For the dominant singleton (optimal, C4) the witness's upper bounds bound θ too.
     st = _State(out[:, 0].copy(), np.where(dom, out[:, 1], 1.0), np.where(dom, out[:, 2], 0.0),
                 out[:, 3].copy(), M.view(bool))
-    nd = np.flatnonzero(~dom)
-    op = st.open(tolerance, nd)
+    # whole-array masks (no gathers): most rows are decided by stage A
+    op = np.flatnonzero(~(dom | _closed(st.lo, st.hi, tolerance)))
     if op.size:
         _stage_b(R, op, st, tolerance, K, flips)
-        op = st.open(tolerance, nd)
+        op = st.open(tolerance, op)
     if op.size:
         _stage_c(R, op, st, exact_max)
     regime = np.where(dom, 0, np.where(_closed(st.lo, st.hi, tolerance), 1, 2)).astype(np.int8)
@@ -155,7 +159,8 @@ def _evaluate(R, M):
 def _stage_b(R, op, st, tol, K, flips):
     Ro = _lifted(R[op])
     n, L = Ro.shape
-    # top-K lemma (upper bound; the closing witness is optimal)
+    # top-K lemma first: after stage A's first fit, most rows still open have θ truly
+    # below 1 − tol and need its upper bound (its closing witness is optimal)
     Mk = np.zeros((n, L), np.uint8)
     d_lo = np.zeros(n)
     closes = np.zeros(n, np.bool_)

@@ -1,9 +1,10 @@
-"""Torch twin of :func:`numerics.theta_kernels.stage_a` (CUDA, or CPU for tests).
+"""Torch twin of :func:`numerics.theta_fused.stage_a` (CUDA, or CPU for tests).
 
 Same algorithm, same floating-point operations on the same operands: the exact
 extraction sums (order-free, so torch's reduction order does not matter), the same
-dominance margin, the same greedy / prefix-crossing / flip decisions (elementwise IEEE
-operations, first-index tie breaks).  Only the per-row exact parts (A₁, A₂, T₁, T₂) and
+dominance margin, the same greedy / prefix-crossing / first-fit / flip decisions (elementwise
+IEEE operations, first-index tie breaks; the first-fit scans step one window position for all
+rows at a time).  Only the per-row exact parts (A₁, A₂, T₁, T₂) and
 the masks leave the device; the outward rounding is the shared numba routine, so the
 certificates are bit-identical to the numpy backend.
 """
@@ -14,6 +15,7 @@ import numpy as np
 
 from numerics import theta_kernels as tk
 from numerics.rounding import U
+from numerics.theta_fused import FF_WIN
 
 
 def _int_bits(x):
@@ -85,13 +87,47 @@ def stage_a_torch(R: np.ndarray, force: np.ndarray, flips: int, stop_rel: float,
                          torch.where(k < L, cs[rows, torch.clamp(k - 1, min=0)], ts))
     d_with = D + (2.0 * c_k - ts)
     d_wo = D + (2.0 * before - ts)
-    take = (k < L) & (d_with.abs() <= d_wo.abs())
-    kk = torch.where(take, k + 1, k)
-    D = torch.where(take, d_with, d_wo)
     pos = torch.arange(L, device=device)[None, :]
-    mk |= (pos < kk[:, None]) & (x < tau[:, None])
-    # best single flips (same values, same first-index choice as the numba loop)
+    small = x < tau[:, None]
+    mk |= (pos < k[:, None]) & small
+    # first fit after the crossing atom (theta_fused): D = d_wo ≤ 0 and a small atom joins S
+    # when that keeps D ≤ 0, until |D| ≤ stop; one window position per step for all rows
     stop = stop_rel * T1
+    D = d_wo
+    hj = torch.clamp(k + 1 + FF_WIN, max=L)
+    for t in range(min(FF_WIN, L)):
+        j = k + 1 + t
+        jc = torch.clamp(j, max=L - 1)
+        xj = x[rows, jc]
+        act = (j < hj) & (D.abs() > stop)
+        if not bool(act.any()):
+            break
+        cand = D + 2.0 * xj
+        go = act & (xj < tau) & (cand <= 0.0)
+        D = torch.where(go, cand, D)
+        mk[rows[go], jc[go]] = True
+    # the mirror image from d_with ≥ 0: prefix atoms leave S going back from k − 1
+    Db = d_with
+    lj = torch.clamp(k - FF_WIN, min=0)
+    back = (k < L) & (D.abs() > stop)
+    rem = torch.zeros_like(mk)
+    for t in range(min(FF_WIN, L)):
+        j = k - 1 - t
+        act = back & (j >= lj) & (Db.abs() > stop)
+        if not bool(act.any()):
+            break
+        jc = torch.clamp(j, min=0)
+        xj = x[rows, jc]
+        cand = Db - 2.0 * xj
+        go = act & (xj < tau) & (cand >= 0.0)
+        Db = torch.where(go, cand, Db)
+        rem[rows[go], jc[go]] = True
+    use = (k < L) & (Db.abs() <= D.abs())         # the crossing atom's side does better
+    win = (pos > k[:, None]) & (pos < hj[:, None]) & small
+    mk &= ~(use[:, None] & (win | rem))
+    mk |= use[:, None] & (pos == k[:, None]) & small
+    D = torch.where(use, Db, D)
+    # best single flips (same values, same first-index choice as the numba loop)
     mf = mk.to(x.dtype)
     for _ in range(flips):
         active = D.abs() > stop

@@ -144,7 +144,9 @@ def test_results_do_not_depend_on_threads_or_row_order(monkeypatch):
         numba.set_num_threads(1)
         a = certify_batch(R, 1e-6)                       # the serial kernels
         monkeypatch.setattr(tk, "PAR_MIN", 0)            # the prange kernels, even for this batch
+        monkeypatch.setattr(tk, "LOAD_AWARE", False)     # ... whatever the machine's load
         numba.set_num_threads(max(1, min(2, numba.config.NUMBA_NUM_THREADS)))
+        assert tk.threaded(R) or numba.get_num_threads() == 1
         b = certify_batch(R[perm], 1e-6)
     finally:
         numba.set_num_threads(old)
@@ -154,6 +156,7 @@ def test_results_do_not_depend_on_threads_or_row_order(monkeypatch):
 
 def _parity(device):
     R = np.concatenate([_softmax(10, 200, 64, 3.0), _softmax(11, 100, 64, 0.2),
+                        _softmax(14, 1500, 64, 2.5),          # many take the backward first fit
                         np.pad(_near_perfect(12, 20, 30), ((0, 0), (0, 34))),
                         np.random.default_rng(13).dirichlet(np.full(64, 0.05), size=50),
                         np.full((2, 64), 0.25), np.eye(64)[:3] * 2.0**-1040])
@@ -192,3 +195,26 @@ def test_committed_reproduction_rows_verify_and_mostly_close():
         rec["mask"] = c["witness"][i].tolist()
         assert check_row(R[i], rec, Fraction(1e-6), 12) == [], i
     assert np.mean(c["regime"] == 2) < 0.025
+
+
+def test_stage_a_alone_closes_almost_all_softmax_rows():
+    # the fused pass (greedy, prefix crossing, first fit both ways, C5) must leave under 1 %
+    # of non-dominant attention-like rows for the slower second stage at tolerance 1e-6
+    from numerics import theta_fused as tf
+    R = _softmax(15, 3000, 64, 2.5)
+    n, L = R.shape
+    M, out, stat = np.empty((n, L), np.uint8), np.empty((n, 6)), np.empty((n, 4), np.int64)
+    tf.stage_a(R, np.full(n, -1, np.int8), 3, 0.5e-3, M, out, stat)
+    nd = stat[:, 0] == 0
+    assert nd.sum() > 1500
+    assert np.mean(1.0 - out[nd, 0] > 1e-6) < 0.01
+
+
+def test_serial_and_threaded_drivers_have_their_own_cache_entries():
+    # numba's disk cache is keyed by function name and line: one Python function jitted
+    # twice (serial and parallel) shares one entry, and the serial form then ran threaded code
+    from numerics import theta_fused as tf
+    for ser, par in ((tf._stage_a_ser, tf._stage_a_par), (tk._evaluate_ser, tk._evaluate_par)):
+        assert ser.py_func is not par.py_func
+        assert ser.py_func.__code__.co_firstlineno != par.py_func.__code__.co_firstlineno
+        assert not ser.targetoptions.get("parallel") and par.targetoptions.get("parallel")
