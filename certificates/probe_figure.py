@@ -5,12 +5,20 @@ the interesting structure (which heads of which layers attend to one token) show
 in the grid.  Two panels: the median certified upper bound on the gap 1 − θ (gap_hi, so
 "θ is at least 1 − this" for half the rows), and the share of rows in the dominant-atom
 regime (C4: θ = 4m(1 − m) exactly).  Descriptive float64 statistics of certified numbers.
+A median gap below certify's tolerance only says where the witness search stopped, not
+anything about the attention, so such cells share one colour and read "≤tol".
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+
+
+def _tolerance(cert_dir: Path) -> float:
+    tol = json.loads((cert_dir / "summary.json").read_text()).get("tolerance", 0.0)
+    return max(float(tol), 2.0 ** -50)  # certify's closing floor
 
 
 def layer_head_tables(cert_dir: Path):
@@ -37,10 +45,13 @@ def write_layer_head(cert_dir: Path, report_dir: Path) -> list[str]:
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
     layers, heads, med, dom = layer_head_tables(cert_dir)
+    tol = _tolerance(cert_dir)
+    shown = np.where(med <= tol, tol, med)   # one colour for every cell at or below the tolerance
     fig, axes = plt.subplots(1, 2, figsize=(3 + 0.5 * heads.size * 2, 1.5 + 0.4 * layers.size))
-    pos = med[med > 0]
+    pos = shown[np.isfinite(shown)]
     norm = LogNorm(vmin=pos.min(), vmax=pos.max()) if pos.size and pos.min() < pos.max() else None
-    panels = ((med, "median certified gap 1 − θ (gap_hi)", norm, "viridis"),
+    panels = ((shown, f"median certified gap 1 − θ (gap_hi), floored at the tolerance {tol:g}\n"
+                      "(darkest = ≤ tolerance: there the search stopped)", norm, "viridis"),
               (dom, "share of dominant rows (p_max ≥ 1/2, C4)", None, "magma"))
     for ax, (data, title, nrm, cmap) in zip(axes, panels):
         im = ax.imshow(data, aspect="auto", cmap=cmap, norm=nrm, interpolation="nearest")
@@ -54,10 +65,12 @@ def write_layer_head(cert_dir: Path, report_dir: Path) -> list[str]:
     fig.savefig(report_dir / "layer_head.png", dpi=110)
     plt.close(fig)
     lines = ["# Layer × head", "", "Median certified gap 1 − θ (gap_hi) / share of dominant rows, per layer "
-             "(rows) and head (columns).", "", "| layer | " + " | ".join(f"head {h}" for h in heads) + " |",
+             f"(rows) and head (columns). ≤tol: the median gap is at most certify's tolerance {tol:g}, "
+             "where the witness search stopped; it says nothing finer about the attention.", "", "| layer | " + " | ".join(f"head {h}" for h in heads) + " |",
              "|---|" + "---|" * heads.size]
     for a, li in enumerate(layers):
-        cells = [f"{med[a, b]:.3g} / {dom[a, b]:.2f}" if np.isfinite(med[a, b]) else "–" for b in range(heads.size)]
+        cells = [("≤tol" if med[a, b] <= tol else f"{med[a, b]:.3g}") + f" / {dom[a, b]:.2f}"
+                 if np.isfinite(med[a, b]) else "–" for b in range(heads.size)]
         lines.append(f"| {li} | " + " | ".join(cells) + " |")
     lines += ["", "![layer × head](layer_head.png)", ""]
     (report_dir / "layer_head.md").write_text("\n".join(lines))

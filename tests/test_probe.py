@@ -330,6 +330,7 @@ def test_layer_head_tables(tmp_path):
     from certificates.probe_figure import layer_head_tables, write_layer_head
     np.savez(tmp_path / "certificates.npz", gap_hi=np.array([1e-3, 3e-3, 0.5, 0.2]), regime=np.int8([1, 1, 0, 2]))
     np.savez(tmp_path / "metadata.npz", layer=np.int32([0, 0, 1, 1]), head=np.int32([0, 0, 2, 2]))
+    (tmp_path / "summary.json").write_text(json.dumps({"tolerance": 1e-6}))
     layers, heads, med, dom = layer_head_tables(tmp_path)
     assert layers.tolist() == [0, 1] and heads.tolist() == [0, 2]
     assert med[0, 0] == pytest.approx(2e-3) and med[1, 1] == pytest.approx(0.35) and np.isnan(med[0, 1])
@@ -337,3 +338,7 @@ def test_layer_head_tables(tmp_path):
     write_layer_head(tmp_path, tmp_path)
     md = (tmp_path / "layer_head.md").read_text()
     assert "| 0 | 0.002 / 0.00 | – |" in md and "| 1 | – | 0.35 / 0.50 |" in md
+    # Below the tolerance the gap only says where the search stopped: shown as ≤tol, not as a number.
+    (tmp_path / "summary.json").write_text(json.dumps({"tolerance": 0.01}))
+    write_layer_head(tmp_path, tmp_path)
+    assert "| 0 | ≤tol / 0.00 | – |" in (tmp_path / "layer_head.md").read_text()
