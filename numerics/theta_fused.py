@@ -24,7 +24,7 @@ import numba
 import numpy as np
 
 from numerics.rounding import U
-from numerics.theta_kernels import (BIG_BITS, BLOCK, POW2, TINY, _msum2, _sum2, bounds_from_parts,
+from numerics.theta_kernels import (BIG_BITS, BLOCK, POW2, TINY, _msum2, _sum2, bounds_from_parts, prefix_crossing,
                                     sigmas_scale, threaded)
 
 FF_WIN = 64             # atoms tried by first fit on each side of the crossing (≤ 64: a word)
@@ -153,26 +153,7 @@ def _rows(R, force, flips, stop_rel, bits, M, out, stat, lo, hi, q1, q2, qs, idx
                 ts -= q1[j]
             # small atoms: the index-order prefix whose doubled q₁ sum crosses t_s − D joins S
             target = ts - D
-            cs = 0.0
-            before = 0.0
-            k = L
-            j = 0
-            while j + 8 <= L:
-                bs = ((qs[j] + qs[j + 1]) + (qs[j + 2] + qs[j + 3])) + \
-                     ((qs[j + 4] + qs[j + 5]) + (qs[j + 6] + qs[j + 7]))
-                if 2.0 * (cs + bs) >= target:
-                    break
-                cs += bs
-                j += 8
-            while j < L:
-                before = cs
-                cs += qs[j]
-                if 2.0 * cs >= target:
-                    k = j
-                    break
-                j += 1
-            if k == L:
-                before = cs
+            k, cs, before = prefix_crossing(qs, L, target)
             d_with = D + (2.0 * cs - ts)
             d_wo = D + (2.0 * before - ts)
             for j in range(k):         # the prefix before the crossing atom joins S

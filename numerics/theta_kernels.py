@@ -290,6 +290,37 @@ def _split_small(x, q1, tau, qs, mk):
     return nb
 
 
+
+@numba.njit(cache=True)
+def prefix_crossing(qs, L, target):
+    """C5's prefix crossing in index order: the first k with 2·Σ_{j≤k} q_j ≥ target.
+
+    Returns (k, Σ_{j≤k} q_j, Σ_{j<k} q_j); k = L when no prefix reaches the target.
+    Every partial sum is exact (the q's are parts of an error-free extraction), so the
+    block-of-8 shortcut does not change the result.
+    """
+    c = 0.0
+    before = 0.0
+    k = L
+    j = 0
+    while j + 8 <= L:                   # exact block sums first, then inside the block
+        bs = ((qs[j] + qs[j + 1]) + (qs[j + 2] + qs[j + 3])) + \
+             ((qs[j + 4] + qs[j + 5]) + (qs[j + 6] + qs[j + 7]))
+        if 2.0 * (c + bs) >= target:
+            break
+        c += bs
+        j += 8
+    while j < L:
+        before = c
+        c += qs[j]
+        if 2.0 * c >= target:
+            k = j
+            break
+        j += 1
+    if k == L:
+        before = c
+    return k, c, before
+
 @numba.njit(cache=True)
 def big_greedy_tail(x, q1, m, bits, mk, idx, order, cnt, qs):
     """Greedy on the big atoms (≥ m·2^−bits, in exponent order), prefix crossing on the
@@ -331,26 +362,7 @@ def big_greedy_tail(x, q1, m, bits, mk, idx, order, cnt, qs):
     # small atoms: the prefix (index order) P with 2·Σ_P q₁ crossing t_s − D joins S
     ts = _sum(qs)
     target = ts - D
-    c = 0.0
-    before = 0.0
-    k = L
-    j = 0
-    while j + 8 <= L:                   # exact block sums first, then inside the block
-        bs = ((qs[j] + qs[j + 1]) + (qs[j + 2] + qs[j + 3])) + \
-             ((qs[j + 4] + qs[j + 5]) + (qs[j + 6] + qs[j + 7]))
-        if 2.0 * (c + bs) >= target:
-            break
-        c += bs
-        j += 8
-    while j < L:
-        before = c
-        c += qs[j]
-        if 2.0 * c >= target:
-            k = j
-            break
-        j += 1
-    if k == L:
-        before = c
+    k, c, before = prefix_crossing(qs, L, target)
     d_with = D + (2.0 * c - ts)
     d_wo = D + (2.0 * before - ts)
     kk = k + 1 if (k < L and abs(d_with) <= abs(d_wo)) else k
