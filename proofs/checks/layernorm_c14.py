@@ -84,14 +84,21 @@ def equality_instances(seed: int, per_d: int):
 
 def p_charpoly_symbolic(d: int) -> bool:
     """True iff P(x) = Π − ccᵀ/(d s²) is symmetric with charpoly λ(λ − eps/s²)(λ − 1)^(d−2)
-    as an identity of rational functions in symbolic x_0…x_{d−1} and eps ≥ 0.  Exact (sympy)."""
-    lam, e = sympy.Symbol("lam"), sympy.Symbol("eps", nonnegative=True)
+    as an identity of rational functions in symbolic x_0…x_{d−1} and eps ≥ 0.  Exact (sympy).
+
+    Computed on the polynomial matrix Q = N·P with N = d s² = Σc² + d·eps (a nonzero
+    polynomial): χ_Q(μ) = N^d χ_P(μ/N), so the identity above is equivalent to
+    χ_Q(μ) = μ(μ − d·eps)(μ − N)^(d−2), a polynomial identity (no rational-function gcds).
+    """
+    mu, e = sympy.Symbol("mu"), sympy.Symbol("eps", nonnegative=True)
     xs = sympy.symbols(f"x0:{d}", real=True)
-    c = [v - sum(xs) / d for v in xs]
-    s2 = sum(v * v for v in c) / d + e
-    P = sympy.Matrix(d, d, lambda i, j: (1 if i == j else 0) - sympy.Rational(1, d) - c[i] * c[j] / (d * s2))
-    want = lam * (lam - e / s2) * (lam - 1) ** (d - 2)
-    return P == P.T and sympy.cancel(sympy.together(P.charpoly(lam).as_expr() - want)) == 0
+    c = [d * v - sum(xs) for v in xs]            # d·c_i: keeps every entry a polynomial
+    N = sympy.expand(sum(v * v for v in c) + d ** 3 * e)   # d²·(d s²) = d²·N
+    # Q' = d²·N·P = d²N·Π − (d c)(d c)ᵀ; its eigenvalues are d² times those of Q.
+    Q = sympy.Matrix(d, d, lambda i, j: sympy.expand(N * ((1 if i == j else 0) - sympy.Rational(1, d))
+                                                     - c[i] * c[j]))
+    want = mu * (mu - d ** 3 * e) * (mu - N) ** (d - 2)
+    return Q == Q.T and sympy.expand(Q.charpoly(mu).as_expr() - want) == 0
 
 
 def p_norm_at_most_one_exact(x, eps) -> bool:
