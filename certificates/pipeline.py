@@ -10,14 +10,17 @@ A. one fused pass per row (:func:`numerics.theta_fused.stage_a`, numba, rows ind
    certified value;
 B. (:mod:`numerics.theta_refine`) the top-K interval lemma (an upper bound; its closing
    witness: most rows reaching B have θ truly below 1 − tol), then, on rows still open,
-   best exchanges and flips on the current witness, a meet-in-the-middle split of the top
-   atoms against a greedy remainder, Karmarkar–Karp;
+   the count window (⌈n/2⌉ consecutive sorted atoms), best exchanges and flips on the
+   current witness, a meet-in-the-middle split of the top atoms against a greedy
+   remainder, Karmarkar–Karp, and last the count lemma (odd counts of comparable atoms:
+   an upper bound and, when it is positive, its optimal witness;
+   :func:`numerics.theta_bounds.count_delta_lower`);
 C. the exact solver :func:`numerics.theta.theta_exact` for rows with few nonzero atoms.
 
 Every reported bound comes from one evaluator (exact extraction sums, outward rounding:
 :func:`numerics.theta_kernels.bounds_from_parts`), from the top-K lemma computed the same
-way, or from exact Fractions rounded outward, so lo ≤ θ ≤ hi always holds.  With
-backend "torch" stage A runs on ``device`` (:mod:`numerics.theta_torch`) and returns the
+way, from the count lemma (``math.fsum``, correctly rounded, moved outward), or from
+exact Fractions rounded outward, so lo ≤ θ ≤ hi always holds.  With backend "torch" stage A runs on ``device`` (:mod:`numerics.theta_torch`) and returns the
 same exact sums and masks, so the certificates are bit-identical to the numpy backend;
 stages B–C and the outward rounding run on the CPU for both.
 """
@@ -32,7 +35,7 @@ from numerics import theta_kernels as tk
 from numerics import theta_refine as tr
 from numerics.rounding import down, frac_down, frac_up, up
 from numerics.theta import theta_exact
-from numerics.theta_bounds import kk_masks
+from numerics.theta_bounds import count_delta_lower, kk_masks
 
 TOPK = 12               # top-K lemma: 2^(K−1) sign patterns per open row (verify uses this K)
 FLIPS = 3               # best single flips after the stage-A greedy
@@ -171,13 +174,23 @@ def _stage_b(R, op, st, tol, K, flips):
         c = np.flatnonzero(closes)
         ev = _evaluate(Ro[c], Mk[c])
         st.offer(op[c], Mk[c].view(bool), ev[:, 0], ev[:, 3])
-    # witness searches on the rows still open
-    for search in ("swap", "mitm", "kk"):
+    # witness searches on the rows still open, then the count lemma
+    for search in ("window", "swap", "mitm", "kk", "count"):
         sub = np.flatnonzero(~_closed(st.lo[op], st.hi[op], tol))
         if not sub.size:
             return
         Rs = np.ascontiguousarray(Ro[sub])
-        if search == "swap":           # improve the current witness by exchanges and flips
+        if search == "count":          # odd counts: an upper bound and its optimal witness
+            d_lo, Mc, closes = count_delta_lower(Rs)
+            glo = np.maximum(down(d_lo * d_lo), 0.0)
+            st.upper(op[sub], np.minimum(up(1.0 - glo), 1.0), glo)
+            if not closes.any():
+                return
+            sub, Rs, Ms = sub[closes], Rs[closes], np.ascontiguousarray(Mc[closes]).view(np.uint8)
+        elif search == "window":       # ⌈n/2⌉ consecutive sorted atoms across T/2
+            Ms = np.empty(Rs.shape, np.uint8)
+            tr.count_window(Rs, Ms)
+        elif search == "swap":         # improve the current witness by exchanges and flips
             Ms = np.ascontiguousarray(st.M[op[sub]]).view(np.uint8)
             tr.improve(Rs, Ms, SWAP_ROUNDS, 0.25 * math.sqrt(tol), np.empty(sub.size))
         elif search == "mitm":
@@ -201,7 +214,13 @@ def _stage_c(R, op, st, exact_max):
 
 
 def entropy(R: np.ndarray) -> np.ndarray:
-    """Shannon entropy (nats) of each row's normalisation; plain float64, descriptive only."""
-    p = R / R.sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+    """Shannon entropy (nats) of each row's normalisation; plain float64, descriptive only.
+
+    H = log T − (Σ x log x)/T with T = Σ x (0·log 0 = 0): one log pass over the raw row
+    instead of normalising first; clipped at 0 (H ≥ 0; the two terms cancel for one-hot rows).
+    """
+    R = np.asarray(R, dtype=np.float64)
+    T = R.sum(axis=1)
+    lx = np.zeros(R.shape)
+    np.log(R, out=lx, where=R > 0)
+    return np.maximum(np.log(T) - np.einsum("ij,ij->i", R, lx) / T, 0.0)

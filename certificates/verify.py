@@ -11,7 +11,9 @@ arithmetic, which has the last word:
 * the dominant-atom regime is re-decided (2·x_max ≥ T) and its value re-derived (C4);
 * every upper bound below 1 (theta_hi < 1 or gap_lo > 0) is re-justified, by an exact
   meet-in-the-middle search when the row has ≤ EXACT_ATOMS nonzero atoms, else by the
-  top-K interval lemma recomputed in integers with the K recorded in summary.json;
+  better of the top-K interval lemma recomputed in integers with the K recorded in
+  summary.json and the count lemma (an odd number n of nonzero atoms: one side holds at
+  least (n + 1)/2 of them, so |A − B| ≥ 2·(sum of the (n + 1)/2 smallest) − T);
 * regime 0 iff dominant; regime 1 (closed) claims hi − lo ≤ max(tolerance, 2^-50) (regime 2 claims
   nothing); row_sum and p_max are within 4 ulps.
 
@@ -95,6 +97,16 @@ def topk_disc_lower(w, K):
     return max(0, min(abs(x) for x in sums) - tail)
 
 
+def count_disc_lower(w):
+    """Count lemma in integers: a lower bound on the minimal |A − B| over splits of the
+    nonzero weights w (0 unless their number is odd)."""
+    if len(w) % 2 == 0:
+        return 0
+    s = sorted(w)
+    k = (len(w) + 1) // 2
+    return max(0, 2 * sum(s[:k]) - sum(s))
+
+
 def check_row(x, rec, tol, K):
     """List of problems with one row's record (empty when everything holds)."""
     bad = []
@@ -125,7 +137,7 @@ def check_row(x, rec, tol, K):
     dominant = 2 * wmax >= T
     if dominant != (rec["regime"] == 0):
         bad.append(f"regime {rec['regime']} but the row is {'' if dominant else 'not '}dominant")
-    # upper bounds: exact δ*·T (dominant or short rows) or a lower bound on it (top-K)
+    # upper bounds: exact δ*·T (dominant or short rows) or a lower bound on it (top-K, count)
     if hi < 1 or glo > 0:
         nzw = [v for v in w if v]
         if dominant:
@@ -133,7 +145,7 @@ def check_row(x, rec, tol, K):
         elif len(nzw) <= EXACT_ATOMS:
             dT = min_disc_exact(nzw)
         else:
-            dT = topk_disc_lower(nzw, K)
+            dT = max(topk_disc_lower(nzw, K), count_disc_lower(nzw))
         if glo > Fraction(dT * dT, T * T) or hi < 1 - Fraction(dT * dT, T * T):
             bad.append(f"upper bound θ ≤ {vals['theta_hi']!r} (gap ≥ {vals['gap_lo']!r}) not justified "
                        f"(best re-derived gap lower bound {float(Fraction(dT * dT, T * T))!r})")
@@ -296,8 +308,12 @@ def _logit_check(src, stored, s, e, problems):
                         f"here by more than {LOGIT_REL(src.L):.3g} relative")
 
 
-def run_verify(outdir, progress=True, max_report=10, out=sys.stdout, search=()):
-    """Return the number of discrepancies (0 iff everything holds); raises InputError on bad files."""
+def run_verify(outdir, progress=True, max_report=10, out=None, search=()):
+    """Return the number of discrepancies (0 iff everything holds); raises InputError on bad files.
+
+    ``out``: where the findings are printed (default: sys.stdout at call time).
+    """
+    out = sys.stdout if out is None else out
     summary = load_summary(outdir)
     N, Lmax = summary["rows"], summary["L_max"]
     cert = load_certificates(outdir, N, Lmax)

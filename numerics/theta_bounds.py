@@ -8,6 +8,12 @@ that of each row's exact normalisation p/Σp (C7).
   :func:`numerics.theta_refine.topk_lemma` (exact extraction sums, rounded outward once),
   the one implementation that certify runs and ``verify`` recomputes; this module only lifts
   tiny rows and adapts the calling convention.
+* :func:`count_delta_lower` — the count (parity) lemma, a certified lower bound on δ for
+  rows with an odd number n of nonzero atoms: one side of any split holds at least
+  k = (n + 1)/2 of them, so |A − B| ≥ 2·s_k − T with s_k the sum of the k smallest.  When
+  that is positive the k smallest atoms attain it (an optimal witness).  This is what
+  closes diffuse rows of comparable atoms with an odd count (uniform rows are C3's
+  1 − 1/L²), where the top-K lemma's tail swamps its head.
 * :func:`kk_masks` — Karmarkar–Karp witness masks for the certify pipeline's stage B.  A
   search: plain floats, every mask is re-scored by the outward-rounded evaluator.
 
@@ -19,10 +25,12 @@ things from exact sums.
 from __future__ import annotations
 
 import heapq
+import math
 
 import numba
 import numpy as np
 
+from numerics.rounding import down, up
 from numerics.theta_kernels import TINY
 from numerics.theta_refine import topk_lemma
 
@@ -62,6 +70,49 @@ def topk_delta_lower(R: np.ndarray, K: int = 12):
     d_lo = np.where(ok, d_lo, 0.0)
     closes &= ok
     return d_lo, M.astype(bool) & closes[:, None], closes
+
+
+# ----------------------------------------------------------------------------- count lemma
+
+def count_delta_lower(R: np.ndarray):
+    """Count (parity) lemma: δ·T ≥ 2·s_k − T when the row has an odd number n of nonzero
+    atoms, k = (n + 1)/2 and s_k is the sum of its k smallest nonzero atoms.
+
+    Proof: S or its complement holds at least k nonzero atoms, say A; then x(A) ≥ s_k and
+    |x(S) − x(S^c)| = 2·x(A) − T ≥ 2·s_k − T.  Equality for S = the k smallest atoms.
+
+    Exact: after an exact power-of-two scaling, 2·s_k − T and T are each one ``math.fsum``
+    (the correctly rounded value of the exact sum), moved one ulp outward, and the quotient
+    rounded down.  Returns
+    (delta_lo, mask, closes) like :func:`topk_delta_lower`: delta_lo ≤ δ(p) (0 where the
+    lemma gives nothing: even n, or 2·s_k ≤ T); where ``closes`` holds the mask (the k
+    smallest atoms) attains the bound exactly.
+    """
+    R = np.asarray(R, dtype=np.float64)
+    n, L = R.shape
+    d_lo = np.zeros(n)
+    M = np.zeros((n, L), dtype=bool)
+    closes = np.zeros(n, dtype=bool)
+    for i in range(n):
+        nz = np.flatnonzero(R[i] > 0)
+        if nz.size % 2 == 0:
+            continue
+        order = nz[np.argsort(R[i, nz], kind="stable")]
+        k = (nz.size + 1) // 2
+        # θ is scale-free: bring the maximum to [1, 2) by a power of two where that is exact
+        # (outward steps of one ulp are then relative, not subnormal-sized; no overflow)
+        e = 1 - int(np.frexp(R[i, order[-1]])[1])
+        vals = np.ldexp(R[i, order], e)
+        if not np.array_equal(np.ldexp(vals, -e), R[i, order]):
+            continue                     # a huge row whose smallest atoms would lose bits
+        num = math.fsum(np.concatenate([vals[:k], -vals[k:]]).tolist())
+        if not num > 0.0:
+            continue
+        T_hi = float(up(math.fsum(vals.tolist())))
+        d_lo[i] = max(0.0, float(down(float(down(num)) / T_hi)))
+        M[i, order[:k]] = True
+        closes[i] = True
+    return d_lo, M, closes
 
 
 # ----------------------------------------------------------------------------- Karmarkar–Karp

@@ -191,3 +191,27 @@ def test_fast_path_on_long_rows_never_passes_a_tampered_record():
             decided += int(ok[0])
             total += 1
     assert decided >= 0.6 * total
+
+
+def test_count_lemma_rows_verify_exactly_and_tampered_upper_bounds_fail():
+    # odd counts (25–41) of comparable atoms, beyond verify's exact search: θ < 1 − 1e-6 truly,
+    # closed only by the count lemma, which verify recomputes in integers
+    rng = np.random.default_rng(21)
+    rows = []
+    for atoms in (25, 31, 41):
+        R = np.exp(rng.normal(size=(6, atoms)) * 0.01)
+        rows.append(np.pad(R / R.sum(1, keepdims=True), ((0, 0), (0, 48 - atoms))))
+    R = np.concatenate(rows).astype(np.float32).astype(np.float64)
+    c = certify_batch(R, 1e-6, exact_max=0)
+    assert (c["regime"] == 1).all() and (c["theta_hi"] < 1 - 1e-4).all()
+    for i in range(R.shape[0]):
+        ex = theta_exact(R[i])
+        assert Fraction(c["theta_lo"][i]) <= ex.theta <= Fraction(c["theta_hi"][i])
+        rec = {k: float(c[k][i]) for k in ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "row_sum")}
+        rec["regime"] = int(c["regime"][i])
+        rec["mask"] = c["witness"][i].tolist()
+        assert check_row(R[i], rec, Fraction(1e-6), 12) == []
+        _fast_agrees(R[i], rec, 1e-6)
+        for k, v in (("theta_hi", rec["theta_hi"] - 1e-9), ("gap_lo", rec["gap_lo"] + 1e-9)):
+            bad = check_row(R[i], dict(rec, **{k: v}), Fraction(1e-6), 12)
+            assert any("not justified" in b for b in bad), (i, k)

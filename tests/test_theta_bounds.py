@@ -95,3 +95,53 @@ def test_kk_colouring_realises_the_differencing_value():
     M = tb.kk_masks(R)[0]
     D = abs(sum(R[0, M]) - sum(R[0, ~M]))
     assert D == 2.0
+
+
+def _comparable(seed, n, atoms, spread, pad=0):
+    # `atoms` comparable weights (log-normal spread), zeros appended: the odd-count rows
+    rng = np.random.default_rng(seed)
+    R = np.exp(rng.normal(size=(n, atoms)) * spread)
+    return np.pad(R / R.sum(1, keepdims=True), ((0, 0), (0, pad)))
+
+
+def test_count_lemma_below_exact_delta_and_attained_when_positive():
+    n_closed = n_zero = 0
+    for seed, atoms, spread in ((1, 9, 0.02), (2, 13, 0.1), (3, 15, 0.5), (4, 11, 1.0), (5, 12, 0.05)):
+        R = _comparable(seed, 25, atoms, spread, pad=3)
+        d_lo, M, closes = tb.count_delta_lower(R)
+        for i in range(R.shape[0]):
+            ex = theta_exact(R[i])
+            assert Fraction(d_lo[i]) <= ex.delta
+            if closes[i]:        # the k smallest atoms are an optimal witness, matching the bound
+                assert M[i].sum() == (atoms + 1) // 2
+                assert theta_of_mask(R[i], _mask_int(M[i])) == ex.theta
+                assert ex.delta - Fraction(d_lo[i]) <= Fraction(1, 10**12) * ex.delta
+                n_closed += 1
+            else:
+                assert d_lo[i] == 0 and not M[i].any()
+                n_zero += 1
+        if atoms % 2 == 0:
+            assert not closes.any()      # an even count gives nothing
+    assert n_closed >= 20 and n_zero >= 20
+
+
+def test_count_lemma_negative_control_the_largest_atoms_overshoot():
+    # the same comparison rejects a wrong variant: 2·(sum of the k LARGEST) − T is not a
+    # lower bound on δ·T (it exceeds δ on these rows)
+    R = _comparable(7, 25, 13, 0.1)
+    over = 0
+    for row in R:
+        s = np.sort(row)[::-1]
+        wrong = Fraction(2 * s[:7].sum() - s.sum()) / Fraction(s.sum())
+        over += wrong > theta_exact(row).delta
+    assert over >= 20
+
+
+def test_count_lemma_is_scale_free_and_exact_on_uniform_rows():
+    # C3: uniform on an odd count L has δ = 1/L exactly; the lemma gives it (to a few ulps)
+    for L in (3, 25, 101):
+        for scale in (1.0, 2.0**-1060, 2.0**1000):
+            d_lo, _, closes = tb.count_delta_lower(np.pad(np.full((1, L), scale), ((0, 0), (0, 2))))
+            assert closes[0]
+            assert 0 < Fraction(d_lo[0]) <= Fraction(1, L)
+            assert Fraction(1, L) - Fraction(d_lo[0]) <= Fraction(4, 2**52) * Fraction(1, L)
