@@ -70,13 +70,35 @@ def kernel_table(elems, stages=False):
                   f" separate best-of runs, so the difference is rough)", flush=True)
 
 
+# The child reports its own peak RSS (VmHWM of its address space, which exec resets) at
+# exit: a forked child's ru_maxrss would start from this benchmark's footprint instead.
+_HWM = ("import atexit, runpy, sys\n"
+        "def _hwm():\n"
+        "    try:\n"
+        "        kb = open('/proc/self/status').read().split('VmHWM:')[1].split()[0]\n"
+        "    except (OSError, IndexError):\n"
+        "        kb = '-1'\n"
+        "    sys.stderr.write('\\nPEAK-KB ' + kb + '\\n')\n"
+        "atexit.register(_hwm)\n"
+        "sys.argv = sys.argv[1:]\n"
+        "if sys.argv[0] == '-c':\n"
+        "    sys.argv = sys.argv[1:]\n"
+        "    exec(compile(sys.argv[0], '<read>', 'exec'))\n"
+        "else:\n"
+        "    runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n")
+
+
 def _run(args):
+    """(wall seconds, peak RSS in bytes or None) of one fresh ``python`` process running
+    ``-m MODULE …`` or ``-c CODE …``."""
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, *args], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-c", _HWM, *(args[1:] if args[0] == "-m" else args)],
+                       capture_output=True, text=True)
     dt = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({p.returncode}): {p.stderr.strip()[-500:]}")
-    return dt
+    kb = int(p.stderr.rsplit("PEAK-KB ", 1)[1].split()[0]) if "PEAK-KB " in p.stderr else -1
+    return dt, (kb * 1024 if kb >= 0 else None)
 
 
 def cli_table(n, L=1024, reps=2):
@@ -91,14 +113,18 @@ def cli_table(n, L=1024, reps=2):
         gib = n * L * 4 / 2**30
         read = ("import numpy as np, sys; x = np.load(sys.argv[1]); "
                 "s = x.sum(axis=1, dtype=np.float64); print(s.shape[0])")
-        t_read = min(_run(["-c", read, path]) for _ in range(reps))
+        read_runs = [_run(["-c", read, path]) for _ in range(reps)]
         od = [os.path.join(d, f"out{r}") for r in range(reps)]
-        t_cert = min(_run(["-m", "certificates", "certify", path, "-o", o, "--no-progress"]) for o in od)
-        t_ver = _run(["-m", "certificates", "verify", od[0], "--no-progress"])
-        print(f"\nCLI on {n} x {L} float32 softmax rows ({gib:.3f} GiB .npy), fresh processes:")
-        print(f"  load + row sums     {t_read:8.2f} s")
-        print(f"  certify             {t_cert:8.2f} s   ratio {t_cert / t_read:6.1f}x")
-        print(f"  verify              {t_ver:8.2f} s   ratio {t_ver / t_read:6.1f}x", flush=True)
+        cert_runs = [_run(["-m", "certificates", "certify", path, "-o", o, "--no-progress"]) for o in od]
+        ver = _run(["-m", "certificates", "verify", od[0], "--no-progress"])
+        t_read = min(t for t, _ in read_runs)
+        print(f"\nCLI on {n} x {L} float32 softmax rows ({gib:.3f} GiB .npy), fresh processes "
+              f"(best of {reps} wall; peak RSS of that process):")
+        for name, (t, rss) in (("load + row sums", min(read_runs)), ("certify", min(cert_runs)),
+                               ("verify", ver)):
+            ratio = "" if name.startswith("load") else f"   ratio {t / t_read:6.1f}x"
+            mem = f"{rss / 2**20:7.0f} MiB" if rss else "    n/a"
+            print(f"  {name:<18}{t:8.2f} s   peak RSS {mem}{ratio}", flush=True)
 
 
 def main():

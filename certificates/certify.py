@@ -11,6 +11,11 @@ entries at a time, each file at its own L (never padded to the longest row), so 
 working set is a fixed multiple of CHUNK_ELEMS float64 entries (one row if L is larger)
 whatever the number of rows or mix of lengths.  Outputs go to memory-mapped .npy files in
 the staging folder; the per-row metadata of the inputs (O(rows)) is held in memory.
+
+Hashing (the input files' sha256 and rows_sha256 over the certified float64 rows) runs on
+two helper threads beside the kernels (hashlib releases the GIL); at most one chunk waits
+to be hashed, so memory stays bounded, and the hashes are those of the same bytes in the
+same order as a serial pass.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import os
 import platform
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -97,22 +103,29 @@ def run_certify(paths, outdir, tolerance=DEFAULT_TOLERANCE, device="cpu",
         if os.path.realpath(p) in seen:
             raise io.InputError(p, f"given twice (also as {seen[os.path.realpath(p)]}); each input once")
         seen[os.path.realpath(p)] = p
-    sources = [io.load_source(p) for p in paths]    # headers and sha256 only: rows come later
+    sources = [io.load_source(p, hash_file=False) for p in paths]   # headers only: rows come later
     st = Staging(outdir, overwrite)
     expected = [*LEGACY_FILES, *("report/" + n for n in REPORT_FILES),
                 *(f"certified-rows-{i}.npy" for i, s in enumerate(sources) if s.kind == "logits")]
+    files = ThreadPoolExecutor(1, thread_name_prefix="sha256-files")
+    rows = ThreadPoolExecutor(1, thread_name_prefix="sha256-rows")
     try:
         st.check_owned(expected)      # fail before any work when a foreign file is in the way
+        file_hashes = [files.submit(io.file_sha256, s.path) for s in sources]
         summary = _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progress, report,
-                                chunk_elems, t0)
+                                chunk_elems, t0, file_hashes, rows)
         st.install()
     except BaseException:
         st.abort()
         raise
+    finally:
+        files.shutdown(wait=True, cancel_futures=True)
+        rows.shutdown(wait=True, cancel_futures=True)
     return summary
 
 
-def _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progress, report, chunk_elems, t0):
+def _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progress, report, chunk_elems, t0,
+                  file_hashes, hasher):
     Lmax = max(s.L for s in sources)
     N = sum(s.n for s in sources)
     W = (Lmax + 7) // 8
@@ -122,6 +135,7 @@ def _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progr
     out["witness"] = mm(st.path("witness.npy"), "w+", np.uint8, (N, W))
     ent = mm(st.path("entropy.npy"), "w+", np.float64, (N,))
     rows_hash = hashlib.sha256()
+    pending = None                    # the chunk being hashed (at most one waits)
     stored = {}
     bar = Progress(N, "certify", enabled=progress)
     r0 = 0
@@ -135,7 +149,9 @@ def _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progr
             io.validate(R, src.path, s, max_sum_defect if src.kind == "rows" else None)
             if keep is not None:
                 keep[s:e] = R
-            rows_hash.update(R.tobytes())
+            if pending is not None:
+                pending.result()
+            pending = hasher.submit(rows_hash.update, memoryview(np.ascontiguousarray(R)).cast("B"))
             c = certify_batch(R, tolerance, backend=backend, device=device)
             # hi − lo ≤ floor/2 in float implies the exact difference is ≤ floor (one rounding)
             exact = (c["regime"] == 2) & (c["theta_hi"] - c["theta_lo"] <= CLOSE_FLOOR / 2)
@@ -152,6 +168,10 @@ def _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progr
             del keep
         r0 += src.n
     bar.close()
+    if pending is not None:
+        pending.result()
+    for s, f in zip(sources, file_hashes):
+        s.sha256 = f.result()
     for a in list(out.values()) + [ent]:
         a.flush()
     theta_lo = out["theta_lo"]

@@ -93,10 +93,12 @@ def _meta_array(v):
     return a if a.dtype.kind in "biufU" else None
 
 
-def load_source(path: str, sha256: str | None = None) -> Source:
+def load_source(path: str, sha256: str | None = None, hash_file: bool = True) -> Source:
     """Open one rows file: header, metadata and sha256 now; rows later, chunk by chunk.
 
-    ``sha256``: the file's hash when the caller has just computed it (saves a pass).
+    ``sha256``: the file's hash when the caller has just computed it (saves a pass);
+    ``hash_file=False``: leave ``sha256`` empty for the caller to fill in (certify hashes
+    the file on another thread while it certifies the rows).
     """
     ext, (main, raw_meta, skipped) = _open(path)
     if main is None:
@@ -150,7 +152,7 @@ def load_source(path: str, sha256: str | None = None) -> Source:
         else:
             meta[k] = np.full(n, a.item()) if a.ndim == 0 else a.reshape(n)   # a scalar tag applies to every row
     return Source(path=os.path.abspath(path), kind=kind, arr=arr, dtype=dtype, n=n, L=L, tau=tau, meta=meta,
-                  skipped=sorted(map(str, skipped)), sha256=sha256 or file_sha256(path))
+                  skipped=sorted(map(str, skipped)), sha256=sha256 or (file_sha256(path) if hash_file else ""))
 
 
 def read_rows(src: Source, start: int, stop: int) -> np.ndarray:
@@ -195,6 +197,18 @@ def validate(R: np.ndarray, path: str, offset: int, max_sum_defect: float | None
 
     Returns the plain float64 row sums (used only for this check).
     """
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = R.sum(axis=1)
+    if R.size and R.shape[1]:
+        # fast path, three reductions: a NaN or ±inf entry makes the sum non-finite (or NaN
+        # the min), a negative one the min; any doubt falls through to the detailed checks
+        # below, which name the first bad row and entry
+        mn, mx = R.min(axis=1), R.max(axis=1)
+        ok = (mn >= 0).all() and (mx > 0).all() and (s <= MAX_ROW_SUM).all()
+        if ok and max_sum_defect is not None:
+            ok = bool((np.abs(s - 1.0) <= max_sum_defect).all())
+        if ok:
+            return s
     checks = [(np.isnan(R), "NaN entry"), (np.isinf(R), "infinite entry"), (R < 0, "negative entry")]
     for bad, what in checks:
         rows_bad = bad.any(axis=1)
@@ -202,8 +216,6 @@ def validate(R: np.ndarray, path: str, offset: int, max_sum_defect: float | None
             r = int(np.argmax(rows_bad))
             c = int(np.argmax(bad[r]))
             raise InputError(path, f"{what} {float(R[r, c])!r} at position {c}", offset + r)
-    with np.errstate(over="ignore"):
-        s = R.sum(axis=1)
     big = ~(s <= MAX_ROW_SUM)
     if big.any():
         r = int(np.argmax(big))
