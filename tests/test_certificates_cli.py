@@ -107,6 +107,26 @@ def test_moved_folder_verifies_with_inputs_dir(tmp_path, capsys):
     assert main(["verify", str(moved), "--inputs", str(other), "--no-progress"]) == 1
 
 
+def test_hashes_made_on_helper_threads_match_a_serial_pass_and_a_wrong_one_fails(tmp_path, capsys):
+    # certify and verify hash on helper threads; the recorded hashes must be those of a plain
+    # serial pass over the same bytes, chunk after chunk, and verify must notice a wrong one
+    import hashlib
+    R = _rows(3000, 16, seed=4)                         # several chunks at chunk_elems below
+    np.save(tmp_path / "r.npy", R)
+    from certificates.certify import run_certify
+    run_certify([str(tmp_path / "r.npy")], str(tmp_path / "out"), progress=False, report=False,
+                chunk_elems=4096)
+    summ = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summ["rows_sha256"] == hashlib.sha256(R.tobytes()).hexdigest()
+    assert summ["inputs"][0]["sha256"] == hashlib.sha256((tmp_path / "r.npy").read_bytes()).hexdigest()
+    assert main(["verify", str(tmp_path / "out"), "--no-progress"]) == 0
+    summ["rows_sha256"] = ("0" if summ["rows_sha256"][0] != "0" else "1") + summ["rows_sha256"][1:]
+    (tmp_path / "out" / "summary.json").write_text(json.dumps(summ))
+    capsys.readouterr()
+    assert main(["verify", str(tmp_path / "out"), "--no-progress"]) == 1
+    assert "rows_sha256" in capsys.readouterr().out
+
+
 # ---------------------------------------------------------------- item 3: logits on any machine
 def test_logits_verify_replays_stored_rows_not_this_libm(tmp_path, monkeypatch):
     lg = np.random.default_rng(5).normal(size=(40, 33)) * 4
