@@ -215,3 +215,58 @@ def test_count_lemma_rows_verify_exactly_and_tampered_upper_bounds_fail():
         for k, v in (("theta_hi", rec["theta_hi"] - 1e-9), ("gap_lo", rec["gap_lo"] + 1e-9)):
             bad = check_row(R[i], dict(rec, **{k: v}), Fraction(1e-6), 12)
             assert any("not justified" in b for b in bad), (i, k)
+
+
+@st.composite
+def odd_comparable_rows(draw):
+    # an odd count of nearly equal integer weights, at any scale, zeros mixed in: the count
+    # lemma's territory, down to 2·s_k − T of a single unit (and ≤ 0, where it says nothing)
+    n = draw(st.integers(1, 10)) * 2 + 1
+    base = draw(st.integers(2, 2**52))
+    spread = draw(st.integers(0, 64))
+    w = [base + draw(st.integers(-spread, spread)) for _ in range(n)]
+    w = [max(v, 1) for v in w]
+    zeros = draw(st.integers(0, 3))
+    e = draw(st.integers(-1070, 400))
+    row = np.array(w + [0] * zeros, dtype=np.float64)
+    row = np.ldexp(row, e - int(np.frexp(row.max())[1]))         # max in [2^(e−1), 2^e)
+    return draw(st.permutations(row.tolist()))
+
+
+@settings(deadline=None, max_examples=150)
+@given(odd_comparable_rows())
+def test_fuzz_count_lemma_against_the_exact_oracle(row):
+    # certify without the exact solver, and verify with its exact search switched off, so
+    # that both use the count lemma; the exact oracle decides
+    import certificates.verify as ver
+    from numerics.theta_bounds import count_delta_lower
+    R = np.asarray(row, dtype=np.float64)[None, :]
+    if not (R > 0).any() or not np.isfinite(R).all():
+        return
+    ex = theta_exact(R[0])
+    d_lo, M, closes = count_delta_lower(R)
+    assert Fraction(d_lo[0]) <= ex.delta
+    if closes[0]:
+        w = sum(1 << j for j, b in enumerate(M[0]) if b)
+        assert abs(ex.delta - Fraction(d_lo[0])) <= Fraction(1, 2**40) * max(ex.delta, Fraction(1, 2**60))
+        from numerics.theta import theta_of_mask
+        assert theta_of_mask(R[0], w) == ex.theta
+    c = certify_batch(R, 1e-6, exact_max=0)
+    assert Fraction(c["theta_lo"][0]) <= ex.theta <= Fraction(c["theta_hi"][0])
+    assert Fraction(c["gap_lo"][0]) <= ex.delta ** 2 <= Fraction(c["gap_hi"][0])
+    rec = {k: float(c[k][0]) for k in ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "row_sum")}
+    rec["regime"] = int(c["regime"][0])
+    rec["mask"] = c["witness"][0].tolist()
+    old = ver.EXACT_ATOMS
+    try:
+        ver.EXACT_ATOMS = 0
+        assert check_row(R[0], rec, Fraction(1e-6), 12) == []
+        # an upper bound just below the true θ is rejected as unjustified
+        below = float(np.nextafter(float(ex.theta), -np.inf))
+        while Fraction(below) >= ex.theta:
+            below = float(np.nextafter(below, -np.inf))
+        lied = dict(rec, theta_lo=0.0, theta_hi=below, gap_lo=0.0, gap_hi=1.0,
+                    regime=0 if rec["regime"] == 0 else 2)
+        assert any("not justified" in b for b in check_row(R[0], lied, Fraction(1e-6), 12))
+    finally:
+        ver.EXACT_ATOMS = old
