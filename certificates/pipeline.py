@@ -12,14 +12,14 @@ B. (:mod:`numerics.theta_refine`) the top-K interval lemma (an upper bound; its 
    witness: most rows reaching B have θ truly below 1 − tol), then, on rows still open,
    the count window (⌈n/2⌉ consecutive sorted atoms), best exchanges and flips on the
    current witness, a meet-in-the-middle split of the top atoms against a greedy
-   remainder, Karmarkar–Karp, and last the count lemma (odd counts of comparable atoms:
-   an upper bound and, when it is positive, its optimal witness;
-   :func:`numerics.theta_bounds.count_delta_lower`);
+   remainder, Karmarkar–Karp, and last the count lemma (how many tail atoms each side can
+   hold, with and without the top K atoms' signs enumerated: an upper bound and, when it
+   is positive, its optimal witness; :func:`numerics.theta_bounds.count_delta_lower`);
 C. the exact solver :func:`numerics.theta.theta_exact` for rows with few nonzero atoms.
 
 Every reported bound comes from one evaluator (exact extraction sums, outward rounding:
 :func:`numerics.theta_kernels.bounds_from_parts`), from the top-K lemma computed the same
-way, from the count lemma (``math.fsum``, correctly rounded, moved outward), or from
+way, from the count lemma (in integers, rounded down once), or from
 exact Fractions rounded outward, so lo ≤ θ ≤ hi always holds.  With backend "torch" stage A runs on ``device`` (:mod:`numerics.theta_torch`) and returns the
 same exact sums and masks, so the certificates are bit-identical to the numpy backend;
 stages B–C and the outward rounding run on the CPU for both.
@@ -181,7 +181,7 @@ def _stage_b(R, op, st, tol, K, flips):
             return
         Rs = np.ascontiguousarray(Ro[sub])
         if search == "count":          # odd counts: an upper bound and its optimal witness
-            d_lo, Mc, closes = count_delta_lower(Rs)
+            d_lo, Mc, closes = count_delta_lower(Rs, K)
             glo = np.maximum(down(d_lo * d_lo), 0.0)
             st.upper(op[sub], np.minimum(up(1.0 - glo), 1.0), glo)
             if not closes.any():

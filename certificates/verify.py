@@ -11,9 +11,10 @@ arithmetic, which has the last word:
 * the dominant-atom regime is re-decided (2·x_max ≥ T) and its value re-derived (C4);
 * every upper bound below 1 (theta_hi < 1 or gap_lo > 0) is re-justified, by an exact
   meet-in-the-middle search when the row has ≤ EXACT_ATOMS nonzero atoms, else by the
-  better of the top-K interval lemma recomputed in integers with the K recorded in
-  summary.json and the count lemma (an odd number n of nonzero atoms: one side holds at
-  least (n + 1)/2 of them, so |A − B| ≥ 2·(sum of the (n + 1)/2 smallest) − T);
+  best of the top-K interval lemma recomputed in integers with the K recorded in
+  summary.json and the count lemma with K and with 0 top atoms (:func:`count_disc_lower`;
+  with 0 and an odd number n of nonzero atoms: one side holds at least (n + 1)/2 of them,
+  so |A − B| ≥ 2·(sum of the (n + 1)/2 smallest) − T);
 * regime 0 iff dominant; regime 1 (closed) claims hi − lo ≤ max(tolerance, 2^-50) (regime 2 claims
   nothing); row_sum and p_max are within 4 ulps.
 
@@ -98,14 +99,36 @@ def topk_disc_lower(w, K):
     return max(0, min(abs(x) for x in sums) - tail)
 
 
-def count_disc_lower(w):
+def count_disc_lower(w, K):
     """Count lemma in integers: a lower bound on the minimal |A − B| over splits of the
-    nonzero weights w (0 unless their number is odd)."""
-    if len(w) % 2 == 0:
-        return 0
-    s = sorted(w)
-    k = (len(w) + 1) // 2
-    return max(0, 2 * sum(s[:k]) - sum(s))
+    nonzero weights w.  The K largest weights get every sign pattern (the largest +1); if a
+    split puts j of the other m weights (total t) on the + side, they add a value in
+    [2·(sum of the j smallest) − t, 2·(sum of the j largest) − t].  The bound is the least
+    distance from 0 of any pattern's sum plus any of these intervals (0 if one contains 0).
+    With K = 0 and an odd count it is the parity bound 2·(sum of the (n + 1)/2 smallest) − T.
+    """
+    s = sorted(w, reverse=True)
+    K = min(K, len(s))
+    top, rest = s[:K], sorted(s[K:])
+    t = sum(rest)
+    lo, hi = [-t], [-t]
+    for v in rest:
+        lo.append(lo[-1] + 2 * v)                  # j smallest on the + side
+    for v in reversed(rest):
+        hi.append(hi[-1] + 2 * v)                  # j largest on the + side
+    pats = [top[0]] if K else [0]
+    for v in top[1:]:
+        pats = [x + v for x in pats] + [x - v for x in pats]
+    best = None
+    for x in pats:
+        # intervals [x + lo[j], x + hi[j]], both ends increasing in j
+        j = bisect.bisect_left(hi, -x)
+        if j < len(hi) and x + lo[j] <= 0:
+            return 0
+        cands = ([x + lo[j]] if j < len(hi) else []) + ([-(x + hi[j - 1])] if j > 0 else [])
+        m = min(cands)
+        best = m if best is None else min(best, m)
+    return best
 
 
 def check_row(x, rec, tol, K):
@@ -146,7 +169,8 @@ def check_row(x, rec, tol, K):
         elif len(nzw) <= EXACT_ATOMS:
             dT = min_disc_exact(nzw)
         else:
-            dT = max(topk_disc_lower(nzw, K), count_disc_lower(nzw))
+            dT = max(topk_disc_lower(nzw, K), count_disc_lower(nzw, K),
+                     count_disc_lower(nzw, 0) if len(nzw) % 2 else 0)
         if glo > Fraction(dT * dT, T * T) or hi < 1 - Fraction(dT * dT, T * T):
             bad.append(f"upper bound θ ≤ {vals['theta_hi']!r} (gap ≥ {vals['gap_lo']!r}) not justified "
                        f"(best re-derived gap lower bound {float(Fraction(dT * dT, T * T))!r})")

@@ -8,12 +8,14 @@ that of each row's exact normalisation p/Σp (C7).
   :func:`numerics.theta_refine.topk_lemma` (exact extraction sums, rounded outward once),
   the one implementation that certify runs and ``verify`` recomputes; this module only lifts
   tiny rows and adapts the calling convention.
-* :func:`count_delta_lower` — the count (parity) lemma, a certified lower bound on δ for
-  rows with an odd number n of nonzero atoms: one side of any split holds at least
-  k = (n + 1)/2 of them, so |A − B| ≥ 2·s_k − T with s_k the sum of the k smallest.  When
-  that is positive the k smallest atoms attain it (an optimal witness).  This is what
-  closes diffuse rows of comparable atoms with an odd count (uniform rows are C3's
-  1 − 1/L²), where the top-K lemma's tail swamps its head.
+* :func:`count_delta_lower` — the count lemma, a certified lower bound on δ from how many
+  tail atoms each side can hold.  With an odd number n of nonzero atoms one side of any
+  split holds at least k = (n + 1)/2 of them, so |A − B| ≥ 2·s_k − T with s_k the sum of
+  the k smallest; with the K largest atoms' signs enumerated, the tail's contribution for
+  each count j lies in an interval, which also settles rows with one atom just below 1/2
+  and no small atom to balance it.  When the bound is positive a mask attains it (an
+  optimal witness).  This closes diffuse rows of comparable atoms with an odd count
+  (uniform rows are C3's 1 − 1/L²), where the top-K lemma's tail swamps its head.
 * :func:`kk_masks` — Karmarkar–Karp witness masks for the certify pipeline's stage B.  A
   search: plain floats, every mask is re-scored by the outward-rounded evaluator.
 
@@ -24,13 +26,15 @@ things from exact sums.
 """
 from __future__ import annotations
 
+import bisect
 import heapq
-import math
+from fractions import Fraction
 
 import numba
 import numpy as np
 
-from numerics.rounding import down, up
+from numerics.rounding import frac_down
+from numerics.theta import integer_weights
 from numerics.theta_kernels import TINY
 from numerics.theta_refine import topk_lemma
 
@@ -74,19 +78,66 @@ def topk_delta_lower(R: np.ndarray, K: int = 12):
 
 # ----------------------------------------------------------------------------- count lemma
 
-def count_delta_lower(R: np.ndarray):
-    """Count (parity) lemma: δ·T ≥ 2·s_k − T when the row has an odd number n of nonzero
-    atoms, k = (n + 1)/2 and s_k is the sum of its k smallest nonzero atoms.
+def _count_interval(w, K):
+    """(d, mask) for integer weights w (nonzero, any order): d ≤ min_S |w(S) − w(S^c)|, the
+    count lemma with the K largest atoms' signs enumerated, and a mask attaining d when d > 0.
 
-    Proof: S or its complement holds at least k nonzero atoms, say A; then x(A) ≥ s_k and
-    |x(S) − x(S^c)| = 2·x(A) − T ≥ 2·s_k − T.  Equality for S = the k smallest atoms.
+    Lemma.  Let the K largest atoms be fixed with signs ε (ε₁ = +1: S and S^c give the same
+    |A − B|), the other m atoms be the tail with total t, and s_j / l_j the sums of its j
+    smallest / largest atoms.  If S takes j tail atoms, the tail contributes
+    2·w(S ∩ tail) − t ∈ I_j = [2s_j − t, 2l_j − t], so |A − B| ≥ dist(0, Σε_i w_(i) + I_j).
+    Minimising over ε and j = 0…m bounds the discrepancy; when the minimum is positive it is
+    attained at an end of some I_j, by S = {top atoms with ε = +1} ∪ {the j smallest (left
+    end) or j largest (right end) tail atoms}.  K = 0 with an odd count is the parity
+    argument (one side holds ≥ (n + 1)/2 atoms); K ≥ 1 generalises the top-K interval lemma
+    (which replaces every I_j by [−t, t]).
+    """
+    n = len(w)
+    order = sorted(range(n), key=lambda i: (-w[i], i))
+    K = min(K, n)
+    top, tail = order[:K], order[K:][::-1]            # tail ascending
+    m = len(tail)
+    t = sum(w[i] for i in tail)
+    small, large = [0], [0]
+    for i in tail:
+        small.append(small[-1] + w[i])
+    for i in reversed(tail):
+        large.append(large[-1] + w[i])
+    a = [2 * v - t for v in small]                    # left ends, increasing in j
+    b = [2 * v - t for v in large]                    # right ends, increasing in j
+    sums = [(w[top[0]], 1)] if K else [(0, 0)]        # (Σ ε w, bits of ε = +1 among the top)
+    for q in range(1, K):
+        v = w[top[q]]
+        sums = [(x + v, bits | 1 << q) for x, bits in sums] + [(x - v, bits) for x, bits in sums]
+    best, arg = None, None
+    for x, bits in sums:
+        target = -x
+        j = bisect.bisect_left(b, target)             # first j with b_j ≥ −x
+        if j <= m and a[j] <= target:
+            return 0, None                            # some S may balance: no bound
+        if j <= m and (best is None or a[j] - target < best):
+            best, arg = a[j] - target, (bits, "small", j)
+        if j >= 1 and (best is None or target - b[j - 1] < best):
+            best, arg = target - b[j - 1], (bits, "large", j - 1)
+    bits, end, j = arg
+    mask = [False] * n
+    for q in range(K):
+        mask[top[q]] = bool(bits >> q & 1)
+    for i in (tail[:j] if end == "small" else tail[m - j:]):
+        mask[i] = True
+    return best, mask
 
-    Exact: after an exact power-of-two scaling, 2·s_k − T and T are each one ``math.fsum``
-    (the correctly rounded value of the exact sum), moved one ulp outward, and the quotient
-    rounded down.  Returns
-    (delta_lo, mask, closes) like :func:`topk_delta_lower`: delta_lo ≤ δ(p) (0 where the
-    lemma gives nothing: even n, or 2·s_k ≤ T); where ``closes`` holds the mask (the k
-    smallest atoms) attains the bound exactly.
+
+def count_delta_lower(R: np.ndarray, K: int = 0):
+    """Count lemma (see :func:`_count_interval`): a certified lower bound on δ, the better
+    of K = 0 (parity: one side of any split holds at least (n + 1)/2 of an odd number n of
+    nonzero atoms, so |A − B| ≥ 2·s_k − T, s_k the sum of the k = (n + 1)/2 smallest) and
+    the given K (the largest atoms' signs enumerated, 2^(K−1) cases).
+
+    Exact: the row is put over one power-of-two denominator as integers, the lemma is
+    evaluated in integers, and δ ≥ d/T is rounded down once.  Returns (delta_lo, mask,
+    closes) like :func:`topk_delta_lower`: delta_lo = 0 where the lemma gives nothing; where
+    ``closes`` holds the mask attains the bound exactly (an optimal witness).
     """
     R = np.asarray(R, dtype=np.float64)
     n, L = R.shape
@@ -95,23 +146,19 @@ def count_delta_lower(R: np.ndarray):
     closes = np.zeros(n, dtype=bool)
     for i in range(n):
         nz = np.flatnonzero(R[i] > 0)
-        if nz.size % 2 == 0:
-            continue
-        order = nz[np.argsort(R[i, nz], kind="stable")]
-        k = (nz.size + 1) // 2
-        # θ is scale-free: bring the maximum to [1, 2) by a power of two where that is exact
-        # (outward steps of one ulp are then relative, not subnormal-sized; no overflow)
-        e = 1 - int(np.frexp(R[i, order[-1]])[1])
-        vals = np.ldexp(R[i, order], e)
-        if not np.array_equal(np.ldexp(vals, -e), R[i, order]):
-            continue                     # a huge row whose smallest atoms would lose bits
-        num = math.fsum(np.concatenate([vals[:k], -vals[k:]]).tolist())
-        if not num > 0.0:
-            continue
-        T_hi = float(up(math.fsum(vals.tolist())))
-        d_lo[i] = max(0.0, float(down(float(down(num)) / T_hi)))
-        M[i, order[:k]] = True
-        closes[i] = True
+        w = integer_weights(R[i, nz])
+        T = sum(w)
+        best, mask = 0, None
+        for k in sorted({0, K}):
+            if k == 0 and len(w) % 2 == 0:
+                continue                              # an even count: K = 0 gives nothing
+            best, mask = _count_interval(w, k)
+            if best > 0:
+                break         # attained by its mask, so it is the optimum: K cannot beat it
+        if best > 0:
+            d_lo[i] = frac_down(Fraction(best, T))
+            M[i, nz] = mask
+            closes[i] = True
     return d_lo, M, closes
 
 

@@ -145,3 +145,23 @@ def test_count_lemma_is_scale_free_and_exact_on_uniform_rows():
             assert closes[0]
             assert 0 < Fraction(d_lo[0]) <= Fraction(1, L)
             assert Fraction(1, L) - Fraction(d_lo[0]) <= Fraction(4, 2**52) * Fraction(1, L)
+
+
+def test_count_lemma_with_top_atoms_is_below_exact_delta_and_settles_near_dominant_rows():
+    n_closed = 0
+    rows = [_rows(8, 20, 12, a) for a in (0.05, 0.5, 3.0)]
+    big = np.concatenate([np.full((20, 1), 0.4985), np.random.default_rng(9).uniform(0.8, 1.2, (20, 15))], 1)
+    big[:, 1:] *= 0.5015 / big[:, 1:].sum(1, keepdims=True)   # no small atom fills 1/2 − 0.4985
+    rows.append(big)
+    for R in rows:
+        for K in (1, 4):
+            d_lo, M, closes = tb.count_delta_lower(R, K)
+            for i in range(R.shape[0]):
+                ex = theta_exact(R[i])
+                assert Fraction(d_lo[i]) <= ex.delta
+                if closes[i]:
+                    assert theta_of_mask(R[i], _mask_int(M[i])) == ex.theta
+                    n_closed += 1
+    assert tb.count_delta_lower(big, 1)[2].all()               # the singleton is optimal, and proved
+    assert not tb.count_delta_lower(big, 0)[2].any()           # an even count alone proves nothing
+    assert n_closed >= 40
