@@ -19,9 +19,10 @@ C. the exact solver :func:`numerics.theta.theta_exact` for rows with few nonzero
 
 Every reported bound comes from one evaluator (exact extraction sums, outward rounding:
 :func:`numerics.theta_kernels.bounds_from_parts`), from the top-K lemma computed the same
-way, from the count lemma (in integers, rounded down once), or from
-exact Fractions rounded outward, so lo ≤ θ ≤ hi always holds.  With backend "torch" stage A runs on ``device`` (:mod:`numerics.theta_torch`) and returns the
-same exact sums and masks, so the certificates are bit-identical to the numpy backend;
+way, from the count lemma (in integers, rounded down once), or from exact Fractions
+rounded outward, so lo ≤ θ ≤ hi always holds.  With backend "torch" stage A runs on
+``device`` (:mod:`numerics.theta_torch`) and returns the same exact sums and masks, so
+the certificates are bit-identical to the numpy backend;
 stages B–C and the outward rounding run on the CPU for both.
 """
 from __future__ import annotations

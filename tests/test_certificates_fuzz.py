@@ -246,9 +246,7 @@ def near_dominant_rows(draw):
     n = draw(st.integers(3, 20))
     smalls = [draw(st.integers(2**20, 2**24)) for _ in range(n - 1)]
     short = draw(st.integers(1, min(smalls) - 1))        # 2·big = T − 2·short: big < T/2
-    big = sum(smalls) - 2 * short
-    if big <= 0:
-        big, smalls = sum(smalls), smalls                  # degenerate: a tie at exactly T/2
+    big = sum(smalls) - 2 * short                          # > 0: at least two smalls exceed short
     row = np.array([big] + smalls, dtype=np.float64) * 2.0 ** draw(st.integers(-1000, 100))
     return draw(st.permutations(row.tolist()))
 
