@@ -107,42 +107,53 @@ def certify_batch(R: np.ndarray, tolerance: float, backend: str = "numpy", devic
     exact_max = exact_max_atoms() if exact_max is None else exact_max
     force = np.full(n, -1, np.int8)
     M, out, stat = _stage_a(R, tolerance, flips, backend, device, force)
-    tiny = np.flatnonzero(stat[:, 3])
-    unsure = np.flatnonzero(stat[:, 1] & (stat[:, 3] == 0))
-    if tiny.size:
-        # lift rows with a maximum below 2^-900 by an exact power of two (θ is scale-free);
-        # their row_sum and p_max are then taken from the original row (fsum: correctly rounded)
-        _, e = np.frexp(R[tiny].max(axis=1))
-        Rt = np.ldexp(R[tiny], (1 - e)[:, None])
-        Mt, ot, st_ = _stage_a(Rt, tolerance, flips, backend, device, force[tiny])
-        for a, i in enumerate(tiny):
-            ot[a, 4] = math.fsum(R[i].tolist())
-            ot[a, 5] = R[i].max() / ot[a, 4]
-        M[tiny], out[tiny], stat[tiny] = Mt, ot, st_
-        unsure = np.union1d(unsure, tiny[st_[:, 1] == 1])
-    if unsure.size:
-        Ru = R[unsure]
-        f = np.array([1 if _dominant_exact(r, int(np.argmax(r))) else 0 for r in Ru], np.int8)
-        lift = np.isin(unsure, tiny)
-        _, e = np.frexp(Ru.max(axis=1))
-        Ru = np.where(lift[:, None], np.ldexp(Ru, np.where(lift, 1 - e, 0)[:, None]), Ru)
-        Mu, ou, su = _stage_a(np.ascontiguousarray(Ru), tolerance, flips, backend, device, f)
-        ou[:, 4:] = out[unsure, 4:]
-        M[unsure], out[unsure], stat[unsure] = Mu, ou, su
-    dom = stat[:, 0] == 1
-    # For the dominant singleton (optimal, C4) the witness's upper bounds bound θ too.
-    st = _State(out[:, 0].copy(), np.where(dom, out[:, 1], 1.0), np.where(dom, out[:, 2], 0.0),
-                out[:, 3].copy(), M.view(bool))
-    # whole-array masks (no gathers): most rows are decided by stage A
-    op = np.flatnonzero(~(dom | _closed(st.lo, st.hi, tolerance)))
+    lo, hi, glo, ghi, rs, pm, state = tf.triage(out, stat, tolerance)
+    redo = np.flatnonzero(state >= 3)           # rare: a tiny max or an undecided dominance
+    if redo.size:
+        _redo(R, redo, state, tolerance, flips, backend, device, M, (lo, hi, glo, ghi, rs, pm))
+    st = _State(lo, hi, glo, ghi, M.view(bool))
+    op0 = op = np.flatnonzero(state == 2)
     if op.size:
         _stage_b(R, op, st, tolerance, K, flips)
         op = st.open(tolerance, op)
     if op.size:
         _stage_c(R, op, st, exact_max)
-    regime = np.where(dom, 0, np.where(_closed(st.lo, st.hi, tolerance), 1, 2)).astype(np.int8)
+    if op0.size:                                # the regime of the rows stages B–C worked on
+        state[op0] = np.where(_closed(st.lo[op0], st.hi[op0], tolerance), 1, 2)
     return dict(theta_lo=st.lo, theta_hi=st.hi, gap_lo=st.gap_lo, gap_hi=st.gap_hi,
-                p_max=out[:, 5].copy(), regime=regime, witness=st.M, row_sum=out[:, 4].copy())
+                p_max=pm, regime=state, witness=st.M, row_sum=rs)
+
+
+def _redo(R, redo, state, tolerance, flips, backend, device, M, cols):
+    """Rows stage A could not settle alone, redone and written back (M, cols, state).
+
+    Rows with a maximum below 2^-900 are lifted by an exact power of two first (θ is
+    scale-free; their row_sum and p_max then come from the original row, by fsum: correctly
+    rounded); undecided dominance (C4's margin) is settled exactly with fsum and passed in.
+    """
+    Ru = R[redo]
+    m = Ru.max(axis=1)
+    tiny = state[redo] == 3
+    _, e = np.frexp(m)
+    Rl = np.ascontiguousarray(np.ldexp(Ru, np.where(tiny, 1 - e, 0)[:, None]))
+    force = np.full(redo.size, -1, np.int8)
+    Mu, ou, su = _stage_a(Rl, tolerance, flips, backend, device, force)
+    und = su[:, 1] == 1                         # still undecided (after any lift): decide exactly
+    if und.any():
+        force[und] = [1 if _dominant_exact(r, int(np.argmax(r))) else 0 for r in Rl[und]]
+        Mu2, ou2, su2 = _stage_a(np.ascontiguousarray(Rl[und]), tolerance, flips, backend, device,
+                                 force[und])
+        Mu[und], ou[und], su[und] = Mu2, ou2, su2
+    for a, i in enumerate(redo):
+        if tiny[a]:
+            ou[a, 4] = math.fsum(R[i].tolist())
+            ou[a, 5] = R[i].max() / ou[a, 4]
+    su[:, 3] = 0                                # lifted: no longer tiny
+    parts = tf.triage(ou, su, tolerance)
+    M[redo] = Mu
+    for col, new in zip(cols, parts[:6]):
+        col[redo] = new
+    state[redo] = parts[6]
 
 
 def _lifted(R):

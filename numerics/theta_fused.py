@@ -250,3 +250,42 @@ def stage_a(R, force, flips, stop_rel, M, out, stat, bits=BIG_BITS):
     each row is computed on its own, so the thread count never changes a result.
     """
     (_stage_a_par if threaded(R) else _stage_a_ser)(R, force, flips, stop_rel, M, out, stat, bits)
+
+
+@numba.njit(cache=True)
+def triage(out, stat, tol):
+    """Stage A's results as column arrays, and each row's state, in one pass.
+
+    Returns lo, hi, gap_lo, gap_hi, row_sum, p_max and state (int8): 0 dominant (the
+    singleton is optimal, C4, so its upper bounds bound θ too), 1 closed (hi − lo ≤ tol,
+    with hi = 1 and gap_lo = 0 for a non-dominant witness), 2 open, 3 tiny max (the caller
+    lifts the row and redoes it), 4 dominance undecided (the caller decides it exactly).
+    The closed test is the pipeline's: fl(hi − lo) ≤ tol·(1 − 2⁻⁵⁰), which never accepts a
+    true difference above tol.
+    """
+    n = out.shape[0]
+    lo = np.empty(n)
+    hi = np.empty(n)
+    glo = np.empty(n)
+    ghi = np.empty(n)
+    rs = np.empty(n)
+    pm = np.empty(n)
+    state = np.empty(n, np.int8)
+    thr = tol * (1.0 - 2.0 ** -50)
+    for i in range(n):
+        d = stat[i, 0] == 1
+        lo[i] = out[i, 0]
+        hi[i] = out[i, 1] if d else 1.0
+        glo[i] = out[i, 2] if d else 0.0
+        ghi[i] = out[i, 3]
+        rs[i] = out[i, 4]
+        pm[i] = out[i, 5]
+        if stat[i, 3] != 0:
+            state[i] = 3
+        elif stat[i, 1] != 0:
+            state[i] = 4
+        elif d:
+            state[i] = 0
+        else:
+            state[i] = 1 if hi[i] - lo[i] <= thr else 2
+    return lo, hi, glo, ghi, rs, pm, state
