@@ -36,7 +36,7 @@ from numerics import theta_kernels as tk
 from numerics import theta_refine as tr
 from numerics.rounding import down, frac_down, frac_up, up
 from numerics.theta import theta_exact
-from numerics.theta_bounds import count_delta_lower, kk_masks
+from numerics.theta_bounds import count_delta_lower
 
 TOPK = 12               # top-K lemma: 2^(K−1) sign patterns per open row (verify uses this K)
 FLIPS = 3               # best single flips after the stage-A greedy
@@ -173,45 +173,27 @@ def _evaluate(R, M):
 
 def _stage_b(R, op, st, tol, K, flips):
     Ro = _lifted(R[op])
-    n, L = Ro.shape
-    # top-K lemma first: after stage A's first fit, most rows still open have θ truly
-    # below 1 − tol and need its upper bound (its closing witness is optimal)
-    Mk = np.zeros((n, L), np.uint8)
-    d_lo = np.zeros(n)
-    closes = np.zeros(n, np.bool_)
-    tr.topk_lemma(Ro, K, Mk, d_lo, closes)
-    glo = np.maximum(down(d_lo * d_lo), 0.0)
-    st.upper(op, np.minimum(up(1.0 - glo), 1.0), glo)
+    # top-K lemma first (after stage A's first fit, most rows still open have θ truly below
+    # 1 − tol and need its upper bound; its closing witness is optimal), then the witness
+    # searches: one compiled pass over the rows (numerics.theta_refine.stage_b_rows)
+    lo, hi, glo, ghi = st.lo[op], st.hi[op], st.gap_lo[op], st.gap_hi[op]
+    Mo = np.ascontiguousarray(st.M[op]).view(np.uint8)
+    tr.stage_b_rows(Ro, K, SWAP_ROUNDS, 0.25 * math.sqrt(tol), min(MITM_K, Ro.shape[1]), flips + 2,
+                    tol, lo, hi, glo, ghi, Mo)
+    st.lo[op], st.hi[op], st.gap_lo[op], st.gap_hi[op], st.M[op] = lo, hi, glo, ghi, Mo.view(bool)
+    # last, on rows still open: the count lemma (odd counts: an upper bound, in integers,
+    # and its optimal witness when it is positive)
+    sub = np.flatnonzero(~_closed(lo, hi, tol))
+    if not sub.size:
+        return
+    d_lo, Mc, closes = count_delta_lower(np.ascontiguousarray(Ro[sub]), K)
+    g = np.maximum(down(d_lo * d_lo), 0.0)
+    st.upper(op[sub], np.minimum(up(1.0 - g), 1.0), g)
     if closes.any():
-        c = np.flatnonzero(closes)
-        ev = _evaluate(Ro[c], Mk[c])
-        st.offer(op[c], Mk[c].view(bool), ev[:, 0], ev[:, 3])
-    # witness searches on the rows still open, then the count lemma
-    for search in ("window", "swap", "mitm", "kk", "count"):
-        sub = np.flatnonzero(~_closed(st.lo[op], st.hi[op], tol))
-        if not sub.size:
-            return
-        Rs = np.ascontiguousarray(Ro[sub])
-        if search == "count":          # odd counts: an upper bound and its optimal witness
-            d_lo, Mc, closes = count_delta_lower(Rs, K)
-            glo = np.maximum(down(d_lo * d_lo), 0.0)
-            st.upper(op[sub], np.minimum(up(1.0 - glo), 1.0), glo)
-            if not closes.any():
-                return
-            sub, Rs, Ms = sub[closes], Rs[closes], np.ascontiguousarray(Mc[closes]).view(np.uint8)
-        elif search == "window":       # ⌈n/2⌉ consecutive sorted atoms across T/2
-            Ms = np.empty(Rs.shape, np.uint8)
-            tr.count_window(Rs, Ms)
-        elif search == "swap":         # improve the current witness by exchanges and flips
-            Ms = np.ascontiguousarray(st.M[op[sub]]).view(np.uint8)
-            tr.improve(Rs, Ms, SWAP_ROUNDS, 0.25 * math.sqrt(tol), np.empty(sub.size))
-        elif search == "mitm":
-            Ms = np.empty(Rs.shape, np.uint8)
-            tr.mitm_tail(Rs, min(MITM_K, L), flips + 2, Ms, np.empty(sub.size))
-        else:
-            Ms = kk_masks(Rs).view(np.uint8)
-        ev = _evaluate(Rs, Ms)
-        st.offer(op[sub], Ms.view(bool), ev[:, 0], ev[:, 3])
+        c = sub[closes]
+        Ms = np.ascontiguousarray(Mc[closes]).view(np.uint8)
+        ev = _evaluate(Ro[c], Ms)
+        st.offer(op[c], Ms.view(bool), ev[:, 0], ev[:, 3])
 
 
 def _stage_c(R, op, st, exact_max):

@@ -27,7 +27,6 @@ things from exact sums.
 from __future__ import annotations
 
 import bisect
-import heapq
 from fractions import Fraction
 
 import numba
@@ -36,7 +35,7 @@ import numpy as np
 from numerics.rounding import frac_down
 from numerics.theta import integer_weights
 from numerics.theta_kernels import TINY
-from numerics.theta_refine import topk_lemma
+from numerics.theta_refine import _kk_row, topk_lemma
 
 HUGE = 2.0 ** 900    # rows with a larger maximum are scaled down first (see topk_delta_lower)
 
@@ -163,28 +162,6 @@ def count_delta_lower(R: np.ndarray, K: int = 0):
 
 
 # ----------------------------------------------------------------------------- Karmarkar–Karp
-
-@numba.njit(cache=True)
-def _kk_row(x, out):
-    L = x.shape[0]
-    heap = [(-x[j], j) for j in range(L)]
-    heapq.heapify(heap)
-    partner = np.full(L, -1)
-    merged = np.empty(L, dtype=np.int64)
-    nm = 0
-    while len(heap) > 1:
-        a, i = heapq.heappop(heap)       # largest remaining
-        b, j = heapq.heappop(heap)       # second largest: put opposite to i
-        heapq.heappush(heap, (a - b, i))
-        partner[j] = i
-        merged[nm] = j
-        nm += 1
-    colour = np.zeros(L, dtype=np.bool_)
-    for k in range(nm - 1, -1, -1):     # 2-colouring of the differencing tree, root first
-        j = merged[k]
-        colour[j] = not colour[partner[j]]
-    out[:] = colour
-
 
 @numba.njit(cache=True)
 def kk_masks(R):

@@ -375,18 +375,24 @@ def big_greedy_tail(x, q1, m, bits, mk, idx, order, cnt, qs):
 # ----------------------------------------------------------------------------- evaluator driver
 
 @numba.njit(cache=True)
+def eval_row(x, mk, c, q1, q2, out):
+    """The certified value of witness mk (uint8) on row x: out[:5] as in stage_a.
+    c = headroom_bits(len(x)); q1, q2 are scratch of the row's length."""
+    s1, s2, sc = sigmas_scale(_max_bits(x.view(np.int64)) >> 52, c)
+    _extract(x, s1, s2, q1, q2)
+    A1, A2 = _msum2(q1, q2, mk)
+    T1, T2 = _sum2(q1, q2)
+    bounds_from_parts(A1, A2, T1, T2, s2, x.shape[0], sc, out)
+
+
+@numba.njit(cache=True)
 def _evaluate_span(R, M, out, lo, hi):
     L = R.shape[1]
     c = int(np.ceil(np.log2(L + 2.0))) + 1
     q1 = np.empty(L)
     q2 = np.empty(L)
     for i in range(lo, hi):
-        x = R[i]
-        s1, s2, sc = sigmas_scale(_max_bits(x.view(np.int64)) >> 52, c)
-        _extract(x, s1, s2, q1, q2)
-        A1, A2 = _msum2(q1, q2, M[i])
-        T1, T2 = _sum2(q1, q2)
-        bounds_from_parts(A1, A2, T1, T2, s2, L, sc, out[i])
+        eval_row(R[i], M[i], c, q1, q2, out[i])
 
 
 # Separately defined serial and threaded drivers: numba's disk cache is keyed by function

@@ -21,12 +21,14 @@
 from __future__ import annotations
 
 
+import heapq
+
 import numba
 import numpy as np
 
 from numerics.rounding import U
 from numerics.theta_kernels import (_dn, _extract, _row_max, _scale_of, _sigmas, _sum2, _up,
-                                    big_greedy_tail, flip_more)
+                                    big_greedy_tail, eval_row, flip_more)
 
 
 @numba.njit(cache=True)
@@ -153,75 +155,80 @@ def _half_sums(v):
 @numba.njit(cache=True)
 def mitm_tail(R, k, flips, M, D_out):
     """Witness search for diffuse rows; writes M (uint8) and the float D of each row."""
-    n, L = R.shape
-    for i in numba.prange(n):
-        x = R[i]
-        mk = M[i]
-        q1 = np.empty(L)
-        qs = np.empty(L)
-        idx = np.empty(L, np.int64)
-        order = np.empty(L, np.int64)
-        cnt = np.empty(66, np.int64)
-        top = _top_indices(x, k)
-        kk = top.shape[0]
-        saved = np.empty(kk)
-        for t in range(kk):            # place the rest first: hide the top atoms
-            saved[t] = x[top[t]]
-        y = x.copy()
-        for t in range(kk):
-            y[top[t]] = 0.0
-        m = _row_max(y)
-        if m > 0.0:
-            c = int(np.ceil(np.log2(L + 2.0))) + 1
-            s1, _ = _sigmas(m, c)
-            for j in range(L):
-                q1[j] = (s1 + y[j]) - s1
-            D = big_greedy_tail(y, q1, m, 64, mk, idx, order, cnt, qs)
+    for i in numba.prange(R.shape[0]):
+        D_out[i] = _mitm_row(R[i], k, flips, M[i])
+
+
+@numba.njit(cache=True)
+def _mitm_row(x, k, flips, mk):
+    L = x.shape[0]
+    q1 = np.empty(L)
+    qs = np.empty(L)
+    idx = np.empty(L, np.int64)
+    order = np.empty(L, np.int64)
+    cnt = np.empty(66, np.int64)
+    top = _top_indices(x, k)
+    kk = top.shape[0]
+    saved = np.empty(kk)
+    for t in range(kk):            # place the rest first: hide the top atoms
+        saved[t] = x[top[t]]
+    y = x.copy()
+    for t in range(kk):
+        y[top[t]] = 0.0
+    m = _row_max(y)
+    if m > 0.0:
+        c = int(np.ceil(np.log2(L + 2.0))) + 1
+        s1, _ = _sigmas(m, c)
+        for j in range(L):
+            q1[j] = (s1 + y[j]) - s1
+        D = big_greedy_tail(y, q1, m, 64, mk, idx, order, cnt, qs)
+    else:
+        D = 0.0
+        for j in range(L):
+            mk[j] = 0
+    h = kk // 2
+    A, ma = _half_sums(saved[:h])
+    B, mb = _half_sums(saved[h:])
+    # two-pointer scan for min |D + a + b|
+    j = 0
+    t = B.shape[0] - 1
+    best = np.inf
+    bj = 0
+    bt = 0
+    while j < A.shape[0] and t >= 0:
+        v = D + A[j] + B[t]
+        if abs(v) < best:
+            best = abs(v)
+            bj = j
+            bt = t
+        if v > 0.0:
+            t -= 1
+        elif v < 0.0:
+            j += 1
         else:
-            D = 0.0
-            for j in range(L):
-                mk[j] = 0
-        h = kk // 2
-        A, ma = _half_sums(saved[:h])
-        B, mb = _half_sums(saved[h:])
-        # two-pointer scan for min |D + a + b|
-        j = 0
-        t = B.shape[0] - 1
-        best = np.inf
-        bj = 0
-        bt = 0
-        while j < A.shape[0] and t >= 0:
-            v = D + A[j] + B[t]
-            if abs(v) < best:
-                best = abs(v)
-                bj = j
-                bt = t
-            if v > 0.0:
-                t -= 1
-            elif v < 0.0:
-                j += 1
-            else:
-                break
-        for q in range(h):
-            mk[top[q]] = 1 if (ma[bj] >> q) & 1 else 0
-        for q in range(kk - h):
-            mk[top[h + q]] = 1 if (mb[bt] >> q) & 1 else 0
-        D_out[i] = flip_more(x, mk, D + A[bj] + B[bt], flips, 0.0)
+            break
+    for q in range(h):
+        mk[top[q]] = 1 if (ma[bj] >> q) & 1 else 0
+    for q in range(kk - h):
+        mk[top[h + q]] = 1 if (mb[bt] >> q) & 1 else 0
+    return flip_more(x, mk, D + A[bj] + B[bt], flips, 0.0)
 
 
 @numba.njit(cache=True)
 def count_window(R, M):
     """For each row, the window of ⌈n/2⌉ consecutive sorted nonzero atoms whose sum is
     closest to half the total; writes it to M (uint8)."""
-    n, L = R.shape
-    for i in range(n):
-        x = R[i]
-        mk = M[i]
-        nz = np.flatnonzero(x > 0.0)
-        for j in range(L):
-            mk[j] = 0
-        if nz.shape[0] < 2:
-            continue
+    for i in range(R.shape[0]):
+        _window_row(R[i], M[i])
+
+
+@numba.njit(cache=True)
+def _window_row(x, mk):
+    L = x.shape[0]
+    nz = np.flatnonzero(x > 0.0)
+    for j in range(L):
+        mk[j] = 0
+    if nz.shape[0] >= 2:
         o = nz[np.argsort(x[nz], kind="mergesort")]
         m = o.shape[0]
         k = (m + 1) // 2
@@ -284,21 +291,109 @@ def _best_swap(x, mk, D):
 @numba.njit(cache=True)
 def improve(R, M, rounds, stop_rel, D_out):
     """Alternate best swaps and best single flips on the masks M (uint8), in place."""
+    for i in numba.prange(R.shape[0]):
+        D_out[i] = _improve_row(R[i], M[i], rounds, stop_rel)
+
+
+@numba.njit(cache=True)
+def _improve_row(x, mk, rounds, stop_rel):
+    T = 0.0
+    D = 0.0
+    for j in range(x.shape[0]):
+        T += x[j]
+        D += x[j] if mk[j] else -x[j]
+    for _ in range(rounds):
+        if abs(D) <= stop_rel * T:
+            break
+        D0 = abs(D)
+        D = _best_swap(x, mk, D)
+        D = flip_more(x, mk, D, 1, stop_rel * T)
+        if not abs(D) < D0:
+            break
+    return D
+
+
+@numba.njit(cache=True)
+def _kk_row(x, out):
+    L = x.shape[0]
+    heap = [(-x[j], j) for j in range(L)]
+    heapq.heapify(heap)
+    partner = np.full(L, -1)
+    merged = np.empty(L, dtype=np.int64)
+    nm = 0
+    while len(heap) > 1:
+        a, i = heapq.heappop(heap)       # largest remaining
+        b, j = heapq.heappop(heap)       # second largest: put opposite to i
+        heapq.heappush(heap, (a - b, i))
+        partner[j] = i
+        merged[nm] = j
+        nm += 1
+    colour = np.zeros(L, dtype=np.bool_)
+    for k in range(nm - 1, -1, -1):     # 2-colouring of the differencing tree, root first
+        j = merged[k]
+        colour[j] = not colour[partner[j]]
+    out[:] = colour
+
+
+# ----------------------------------------------------------------------------- stage B driver
+
+SEARCHES = ("window", "swap", "mitm", "kk")     # the witness searches, in the order tried
+
+
+@numba.njit(cache=True)
+def _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M):
+    # keep the witness that proves the larger theta_lo (ties: the smaller gap_hi)
+    eval_row(x, mk, c, q1, q2, ev)
+    if ev[0] > lo[i] or (ev[0] == lo[i] and ev[3] < ghi[i]):
+        lo[i] = ev[0]
+        ghi[i] = ev[3]
+        for j in range(x.shape[0]):
+            M[i, j] = mk[j]
+
+
+@numba.njit(cache=True)
+def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, glo, ghi, M):
+    """Stage B of the certify pipeline for rows R (float64, max ≥ 2^−900), in place.
+
+    lo, hi, glo, ghi (the rows' bounds so far) and M (uint8, their witnesses) are updated
+    row by row: the top-K lemma (:func:`topk_lemma`: an upper bound, and its witness when
+    it closes), then, while hi − lo > tol (decided as in the pipeline: fl(hi − lo) ≤
+    tol·(1 − 2⁻⁵⁰)), the searches of SEARCHES in order — the count window, exchanges and
+    flips on the current witness (:func:`improve`, swap_rounds rounds, stopping at |D| ≤
+    swap_stop·T), :func:`mitm_tail` (mitm_k atoms, mitm_flips flips), Karmarkar–Karp —
+    each mask re-scored by the evaluator and kept when it proves a larger theta_lo.
+    One compiled loop instead of a batch call per search: the few rows that reach stage B
+    cost microseconds each, and a Python round per search cost more than the searches.
+    """
     n, L = R.shape
-    for i in numba.prange(n):
+    c = int(np.ceil(np.log2(L + 2.0))) + 1
+    thr = tol * (1.0 - 2.0 ** -50)
+    q1 = np.empty(L)
+    q2 = np.empty(L)
+    ev = np.empty(6)
+    mk = np.empty(L, np.uint8)
+    colour = np.empty(L, np.bool_)
+    for i in range(n):
         x = R[i]
-        mk = M[i]
-        T = 0.0
-        D = 0.0
-        for j in range(L):
-            T += x[j]
-            D += x[j] if mk[j] else -x[j]
-        for _ in range(rounds):
-            if abs(D) <= stop_rel * T:
+        d, closes = _topk_row(x, K, mk, q1, q2)
+        g = max(np.nextafter(d * d, -np.inf), 0.0)
+        hi[i] = min(hi[i], min(np.nextafter(1.0 - g, np.inf), 1.0))
+        glo[i] = max(glo[i], g)
+        if closes:
+            _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
+        for step in range(len(SEARCHES)):
+            if hi[i] - lo[i] <= thr:
                 break
-            D0 = abs(D)
-            D = _best_swap(x, mk, D)
-            D = flip_more(x, mk, D, 1, stop_rel * T)
-            if not abs(D) < D0:
-                break
-        D_out[i] = D
+            if step == 0:
+                _window_row(x, mk)
+            elif step == 1:
+                for j in range(L):
+                    mk[j] = M[i, j]
+                _improve_row(x, mk, swap_rounds, swap_stop)
+            elif step == 2:
+                _mitm_row(x, min(mitm_k, L), mitm_flips, mk)
+            else:
+                _kk_row(x, colour)
+                for j in range(L):
+                    mk[j] = 1 if colour[j] else 0
+            _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
