@@ -33,8 +33,27 @@ from numerics.theta_kernels import (_dn, _extract, _row_max, _scale_of, _sigmas,
 
 @numba.njit(cache=True)
 def _top_indices(x, K):
-    # the K largest entries, ties by lower index (stable sort of −x)
-    return np.argsort(-x, kind="mergesort")[:K]
+    """Indices of the K largest entries, largest first, ties by lower index (the order of a
+    stable sort of −x), by insertion into a sorted buffer: for K ≪ L most entries are
+    rejected by one comparison with the K-th largest so far."""
+    L = x.shape[0]
+    K = min(K, L)
+    top = np.empty(K, np.int64)
+    val = np.empty(K)
+    cnt = 0
+    for j in range(L):
+        v = x[j]
+        if cnt == K and not v > val[K - 1]:
+            continue                   # not above the K-th: a tie keeps the lower index
+        p = cnt if cnt < K else K - 1
+        while p > 0 and val[p - 1] < v:   # after every entry ≥ v (stable)
+            val[p] = val[p - 1]
+            top[p] = top[p - 1]
+            p -= 1
+        val[p] = v
+        top[p] = j
+        cnt += 1 if cnt < K else 0
+    return top
 
 
 @numba.njit(cache=True)
@@ -139,17 +158,58 @@ def topk_lemma(R, K, M, d_lo, closes):
 
 @numba.njit(cache=True)
 def _half_sums(v):
-    # all 2^h signed sums of v with sign bits in the mask, sorted (values, masks)
+    """All 2^h signed sums Σ ±v_i (bit i of the mask set: +v_i), in increasing order, ties
+    by lower mask (the order of a stable sort), with their masks.
+
+    Built one atom at a time, each sum formed left to right as a_i = a_{i−1} ± v_i: the
+    sorted sums over atoms 0..i−1 shifted by −v_i and by +v_i are two sorted lists, merged
+    in one pass (on ties the −v_i list first: bit i is the highest so far, so its masks
+    are the smaller).  O(h·2^h) additions and comparisons with no sort call.
+    """
     h = v.shape[0]
     n = 1 << h
     s = np.zeros(n)
-    for t in range(n):
-        a = 0.0
-        for i in range(h):
-            a += v[i] if (t >> i) & 1 else -v[i]
-        s[t] = a
-    o = np.argsort(s, kind="mergesort")
-    return s[o], o
+    o = np.zeros(n, np.int64)
+    s2 = np.empty(n)
+    o2 = np.empty(n, np.int64)
+    m = 1
+    for i in range(h):
+        a = 0
+        b = 0
+        p = 0
+        while a < m and b < m:
+            lo_ = s[a] - v[i]
+            hi_ = s[b] + v[i]
+            if hi_ < lo_:
+                s2[p] = hi_
+                o2[p] = o[b] | (1 << i)
+                b += 1
+            else:
+                s2[p] = lo_
+                o2[p] = o[a]
+                a += 1
+            p += 1
+        while a < m:
+            s2[p] = s[a] - v[i]
+            o2[p] = o[a]
+            a += 1
+            p += 1
+        while b < m:
+            s2[p] = s[b] + v[i]
+            o2[p] = o[b] | (1 << i)
+            b += 1
+            p += 1
+        m *= 2
+        s, s2 = s2, s
+        o, o2 = o2, o
+    # rounding can make sums that were ordered equal, so each run of equal sums is put in
+    # mask order at the end (insertion sort: runs are short except on degenerate rows)
+    for p in range(1, m):
+        q = p
+        while q > 0 and s[q - 1] == s[q] and o[q - 1] > o[q]:
+            o[q - 1], o[q] = o[q], o[q - 1]
+            q -= 1
+    return s[:m], o[:m]
 
 
 @numba.njit(cache=True)

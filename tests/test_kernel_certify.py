@@ -220,3 +220,38 @@ def test_serial_and_threaded_drivers_have_their_own_cache_entries():
         assert ser.py_func is not par.py_func
         assert ser.py_func.__code__.co_firstlineno != par.py_func.__code__.co_firstlineno
         assert not ser.targetoptions.get("parallel") and par.targetoptions.get("parallel")
+
+
+def _tie_heavy(rng, n):
+    # small integers (many exact ties), the same at 1e-300 (sums round, so ordered sums
+    # can become equal), and reals
+    kind = rng.integers(0, 3)
+    v = rng.integers(0, 4, n).astype(float) if kind < 2 else rng.random(n) ** 3
+    return v * 1e-300 if kind == 1 else v
+
+
+def test_top_indices_match_a_stable_sort():
+    rng = np.random.default_rng(11)
+    for _ in range(3000):
+        x = _tie_heavy(rng, int(rng.integers(1, 90)))
+        x[rng.random(x.shape[0]) < 0.2] = -0.0 if rng.random() < 0.5 else 0.0
+        K = int(rng.integers(1, 20))
+        assert np.array_equal(tr._top_indices(x, K), np.argsort(-x, kind="stable")[:K])
+
+
+def test_half_sums_match_a_stable_sort_of_every_signed_sum():
+    # each sum formed left to right (bit i set: +v_i), then sorted with ties by mask: the
+    # merge-built lists must reproduce this exactly, ties included
+    rng = np.random.default_rng(12)
+    for _ in range(1500):
+        v = _tie_heavy(rng, int(rng.integers(0, 9)))
+        h = v.shape[0]
+        sums = np.empty(1 << h)
+        for t in range(1 << h):
+            a = 0.0
+            for i in range(h):
+                a += v[i] if (t >> i) & 1 else -v[i]
+            sums[t] = a
+        o = np.argsort(sums, kind="stable")
+        s, m = tr._half_sums(v)
+        assert np.array_equal(m, o) and np.array_equal(s, sums[o])
