@@ -62,9 +62,9 @@ def kernel_table(elems, stages=False):
         print(f"{L:>6} {n:>7} {n / t_c:>15.0f} {n / t_s:>12.0f} {t_c / t_s:>6.1f}x {c_c / c_s:>9.1f}x"
               f" {100 * closed:>8.2f}%  {reg.tolist()}", flush=True)
         if stages:                 # CPU time of stage A alone (the fused pass)
-            M, out, st = np.empty((n, L), np.uint8), np.empty((n, 6)), np.empty((n, 4), np.int64)
+            M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
             force = np.full(n, -1, np.int8)
-            c_a = best_of(lambda: tf.stage_a(R, force, 3, 5e-4, M, out, st), reps=5,
+            c_a = best_of(lambda: tf.stage_a(R, force, 3, 5e-4, 1e-6, M, cols, st), reps=5,
                           clock=time.process_time)
             print(f"{'':>6} cpu ratio of stage A alone {c_a / c_s:5.1f}x (certify: {c_c / c_s:.1f}x;"
                   f" separate best-of runs, so the difference is rough)", flush=True)

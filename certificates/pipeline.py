@@ -77,16 +77,18 @@ def _closed(lo, hi, tol):
 
 
 def _stage_a(R, tolerance, flips, backend, device, force):
+    """(M, cols, state) of :func:`numerics.theta_fused.stage_a` for either backend."""
     n, L = R.shape
     stop_rel = 0.5 * math.sqrt(tolerance)       # |D| ≤ stop_rel·T gives 1 − θ_S ≤ tol/4
     if backend == "torch":
         from numerics.theta_torch import stage_a_torch
-        return stage_a_torch(R, force, flips, stop_rel, device)
+        M, out, stat = stage_a_torch(R, force, flips, stop_rel, device)
+        return (M, *tf.triage(out, stat, tolerance))
     M = np.empty((n, L), np.uint8)
-    out = np.empty((n, 6))
-    stat = np.empty((n, 4), np.int64)
-    tf.stage_a(R, force, flips, stop_rel, M, out, stat)
-    return M, out, stat
+    cols = np.empty((6, n))
+    state = np.empty(n, np.int8)
+    tf.stage_a(R, force, flips, stop_rel, tolerance, M, cols, state)
+    return M, cols, state
 
 
 def _dominant_exact(row, j):
@@ -106,11 +108,11 @@ def certify_batch(R: np.ndarray, tolerance: float, backend: str = "numpy", devic
     n, L = R.shape
     exact_max = exact_max_atoms() if exact_max is None else exact_max
     force = np.full(n, -1, np.int8)
-    M, out, stat = _stage_a(R, tolerance, flips, backend, device, force)
-    lo, hi, glo, ghi, rs, pm, state = tf.triage(out, stat, tolerance)
+    M, cols, state = _stage_a(R, tolerance, flips, backend, device, force)
     redo = np.flatnonzero(state >= 3)           # rare: a tiny max or an undecided dominance
     if redo.size:
-        _redo(R, redo, state, tolerance, flips, backend, device, M, (lo, hi, glo, ghi, rs, pm))
+        _redo(R, redo, state, tolerance, flips, backend, device, M, cols)
+    lo, hi, glo, ghi, rs, pm = cols            # views: one row of cols per quantity
     st = _State(lo, hi, glo, ghi, M.view(bool))
     op0 = op = np.flatnonzero(state == 2)
     if op.size:
@@ -137,23 +139,20 @@ def _redo(R, redo, state, tolerance, flips, backend, device, M, cols):
     _, e = np.frexp(m)
     Rl = np.ascontiguousarray(np.ldexp(Ru, np.where(tiny, 1 - e, 0)[:, None]))
     force = np.full(redo.size, -1, np.int8)
-    Mu, ou, su = _stage_a(Rl, tolerance, flips, backend, device, force)
-    und = su[:, 1] == 1                         # still undecided (after any lift): decide exactly
+    Mu, cu, su = _stage_a(Rl, tolerance, flips, backend, device, force)
+    und = su == 4                               # still undecided (after any lift): decide exactly
     if und.any():
         force[und] = [1 if _dominant_exact(r, int(np.argmax(r))) else 0 for r in Rl[und]]
-        Mu2, ou2, su2 = _stage_a(np.ascontiguousarray(Rl[und]), tolerance, flips, backend, device,
+        Mu2, cu2, su2 = _stage_a(np.ascontiguousarray(Rl[und]), tolerance, flips, backend, device,
                                  force[und])
-        Mu[und], ou[und], su[und] = Mu2, ou2, su2
+        Mu[und], cu[:, und], su[und] = Mu2, cu2, su2
     for a, i in enumerate(redo):
         if tiny[a]:
-            ou[a, 4] = math.fsum(R[i].tolist())
-            ou[a, 5] = R[i].max() / ou[a, 4]
-    su[:, 3] = 0                                # lifted: no longer tiny
-    parts = tf.triage(ou, su, tolerance)
+            cu[4, a] = math.fsum(R[i].tolist())
+            cu[5, a] = R[i].max() / cu[4, a]
     M[redo] = Mu
-    for col, new in zip(cols, parts[:6]):
-        col[redo] = new
-    state[redo] = parts[6]
+    cols[:, redo] = cu
+    state[redo] = su
 
 
 def _lifted(R):

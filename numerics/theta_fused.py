@@ -69,7 +69,7 @@ def _best_flip(R, M, i, D):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _rows(R, force, flips, stop_rel, bits, M, out, stat, lo, hi, q1, q2, qs, idx, order, cnt, bi):
+def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, qs, idx, order, cnt, bi):
     n, L = R.shape
     c = int(np.ceil(np.log2(L + 2.0))) + 1
     Rb = R.view(np.int64)
@@ -209,19 +209,25 @@ def _rows(R, force, flips, stop_rel, bits, M, out, stat, lo, hi, q1, q2, qs, idx
                 D = D - (4.0 * M[i, j] - 2.0) * R[i, j]
                 M[i, j] = 1 - M[i, j]
             A1, A2 = _msum2(q1, q2, M[i])
-        bounds_from_parts(A1, A2, T1, T2, s2, L, sc, out[i])
-        out[i, 5] = m / out[i, 4]
-        stat[i, 0] = 1 if dom else 0
-        stat[i, 1] = 1 if unsure else 0
-        stat[i, 2] = a
-        stat[i, 3] = 1 if m < TINY else 0
+        bounds_from_parts(A1, A2, T1, T2, s2, L, sc, cols[:, i])
+        cols[5, i] = m / cols[4, i]
+        if m < TINY:
+            state[i] = 3
+        elif unsure:
+            state[i] = 4
+        elif dom:
+            state[i] = 0
+        else:                          # a non-optimal split's θ_hi, gap_lo bound nothing
+            cols[1, i] = 1.0
+            cols[2, i] = 0.0
+            state[i] = 1 if 1.0 - cols[0, i] <= thr else 2
 
 
 @numba.njit(cache=True)
-def _span(R, force, flips, stop_rel, M, out, stat, bits, lo, hi):
+def _span(R, force, flips, stop_rel, thr, M, cols, state, bits, lo, hi):
     # rows lo..hi−1 with their own scratch (allocated once per span, not per row)
     L = R.shape[1]
-    _rows(R, force, flips, stop_rel, bits, M, out, stat, lo, hi, np.empty(L), np.empty(L),
+    _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, np.empty(L), np.empty(L),
           np.empty(L), np.empty(L, np.int64), np.empty(L, np.int64), np.empty(bits + 2, np.int64),
           np.empty(1, np.int64))
 
@@ -230,56 +236,51 @@ def _span(R, force, flips, stop_rel, M, out, stat, bits, lo, hi):
 # and line, so one Python function compiled twice (serial and parallel) would share, and
 # overwrite, one cache entry — the serial form then loaded the threaded code.
 @numba.njit(cache=True)
-def _stage_a_ser(R, force, flips, stop_rel, M, out, stat, bits):
-    _span(R, force, flips, stop_rel, M, out, stat, bits, 0, R.shape[0])
+def _stage_a_ser(R, force, flips, stop_rel, thr, M, cols, state, bits):
+    _span(R, force, flips, stop_rel, thr, M, cols, state, bits, 0, R.shape[0])
 
 
 @numba.njit(cache=True, parallel=True)
-def _stage_a_par(R, force, flips, stop_rel, M, out, stat, bits):
+def _stage_a_par(R, force, flips, stop_rel, thr, M, cols, state, bits):
     n = R.shape[0]
     for blk in numba.prange((n + BLOCK - 1) // BLOCK):
-        _span(R, force, flips, stop_rel, M, out, stat, bits, blk * BLOCK, min(n, (blk + 1) * BLOCK))
+        _span(R, force, flips, stop_rel, thr, M, cols, state, bits, blk * BLOCK, min(n, (blk + 1) * BLOCK))
 
 
-def stage_a(R, force, flips, stop_rel, M, out, stat, bits=BIG_BITS):
+def stage_a(R, force, flips, stop_rel, tol, M, cols, state, bits=BIG_BITS):
     """Stage A for every row of R (C-contiguous float64, nonnegative, some mass).
 
     force[i] = −1: decide dominance here; 0/1: the caller's exact decision.  Writes M (uint8
-    witness), out[i] = (θ_lo, θ_hi_S, gap_lo_S, gap_hi, row total, p_max) and
-    stat[i] = (dominant, unsure, argmax or −1, tiny).  Threaded over rows for large batches;
-    each row is computed on its own, so the thread count never changes a result.
+    witness), cols (6, n) = θ_lo, θ_hi, gap_lo, gap_hi, row total, p_max — θ_hi = 1 and
+    gap_lo = 0 unless the row is dominant (its singleton is optimal, C4) — and state[i]
+    (int8) as in :func:`triage`, rows closed when fl(θ_hi − θ_lo) ≤ tol·(1 − 2⁻⁵⁰), which
+    never accepts a true difference above tol.  Threaded over rows for large batches; each
+    row is computed on its own, so the thread count never changes a result.
     """
-    (_stage_a_par if threaded(R) else _stage_a_ser)(R, force, flips, stop_rel, M, out, stat, bits)
+    thr = tol * (1.0 - 2.0 ** -50)
+    (_stage_a_par if threaded(R) else _stage_a_ser)(R, force, flips, stop_rel, thr, M, cols, state, bits)
 
 
 @numba.njit(cache=True)
 def triage(out, stat, tol):
-    """Stage A's results as column arrays, and each row's state, in one pass.
+    """(cols, state) of :func:`stage_a` from per-row records out (n, 6) and stat (n, 4) =
+    (dominant, unsure, argmax, tiny), the form the torch twin returns.
 
-    Returns lo, hi, gap_lo, gap_hi, row_sum, p_max and state (int8): 0 dominant (the
-    singleton is optimal, C4, so its upper bounds bound θ too), 1 closed (hi − lo ≤ tol,
-    with hi = 1 and gap_lo = 0 for a non-dominant witness), 2 open, 3 tiny max (the caller
-    lifts the row and redoes it), 4 dominance undecided (the caller decides it exactly).
-    The closed test is the pipeline's: fl(hi − lo) ≤ tol·(1 − 2⁻⁵⁰), which never accepts a
-    true difference above tol.
+    state (int8): 0 dominant (the singleton is optimal, C4, so its upper bounds bound θ
+    too), 1 closed, 2 open, 3 tiny max (the caller lifts the row and redoes it), 4
+    dominance undecided (the caller decides it exactly).
     """
     n = out.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    glo = np.empty(n)
-    ghi = np.empty(n)
-    rs = np.empty(n)
-    pm = np.empty(n)
+    cols = np.empty((6, n))
     state = np.empty(n, np.int8)
     thr = tol * (1.0 - 2.0 ** -50)
     for i in range(n):
         d = stat[i, 0] == 1
-        lo[i] = out[i, 0]
-        hi[i] = out[i, 1] if d else 1.0
-        glo[i] = out[i, 2] if d else 0.0
-        ghi[i] = out[i, 3]
-        rs[i] = out[i, 4]
-        pm[i] = out[i, 5]
+        for k in range(6):
+            cols[k, i] = out[i, k]
+        if not d:
+            cols[1, i] = 1.0
+            cols[2, i] = 0.0
         if stat[i, 3] != 0:
             state[i] = 3
         elif stat[i, 1] != 0:
@@ -287,5 +288,5 @@ def triage(out, stat, tol):
         elif d:
             state[i] = 0
         else:
-            state[i] = 1 if hi[i] - lo[i] <= thr else 2
-    return lo, hi, glo, ghi, rs, pm, state
+            state[i] = 1 if cols[1, i] - cols[0, i] <= thr else 2
+    return cols, state

@@ -205,11 +205,12 @@ def test_stage_a_alone_closes_almost_all_softmax_rows():
     from numerics import theta_fused as tf
     R = _softmax(15, 3000, 64, 2.5)
     n, L = R.shape
-    M, out, stat = np.empty((n, L), np.uint8), np.empty((n, 6)), np.empty((n, 4), np.int64)
-    tf.stage_a(R, np.full(n, -1, np.int8), 3, 0.5e-3, M, out, stat)
-    nd = stat[:, 0] == 0
-    assert nd.sum() > 1500
-    assert np.mean(1.0 - out[nd, 0] > 1e-6) < 0.01
+    M, cols, state = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
+    tf.stage_a(R, np.full(n, -1, np.int8), 3, 0.5e-3, 1e-6, M, cols, state)
+    nd = state != 0
+    assert nd.sum() > 1500 and not np.isin(state, (3, 4)).any()
+    assert np.mean(1.0 - cols[0, nd] > 1e-6) < 0.01
+    assert np.array_equal(state[nd] == 2, 1.0 - cols[0, nd] > 1e-6)
 
 
 def test_serial_and_threaded_drivers_have_their_own_cache_entries():
