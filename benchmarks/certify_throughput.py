@@ -1,15 +1,20 @@
 """Certification throughput as ratios to reading the rows, all measured in this one run.
 
 1. ``certify_batch`` (numba, CPU) vs ``R.sum(axis=1)`` on the same float64 softmax rows,
-   L = 64, 256, 1024, 4096, with the share of rows closed at tolerance 1e-6;
+   L = 64, 256, 1024, 4096, with the share of rows closed at tolerance 1e-6: on one thread
+   (its wall time is its CPU cost) and on all of numba's threads (forced, whatever the
+   machine's load; a CPU-time ratio is not shown: OpenMP workers spin after a region, and
+   the kernel charges their time late);
 2. the ``certify`` CLI end to end on a float32 softmax ``.npy`` vs a fresh process that
    loads the file and sums its rows;
 3. ``verify`` on that certificate folder vs the same load-and-sum process.
 
 Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
        [--stages]
-Wall-clock times, best of a few repeats; the load average is printed with the table
-because other processes on the machine change every ratio.
+Wall-clock times, best of 7 repeats (the two certify runs interleaved; the row sum back to
+back, its rows warm in cache: the strictest yardstick); the load (and how many other tasks
+are running at that moment) is printed with the table, because other processes on the
+machine change every ratio.
 """
 from __future__ import annotations
 
@@ -20,10 +25,12 @@ import sys
 import tempfile
 import time
 
+import numba
 import numpy as np
 
 from certificates.pipeline import certify_batch
 from numerics import theta_fused as tf
+from numerics import theta_kernels as tk
 
 
 def rows(n, L, seed=0, dtype=np.float64):
@@ -41,33 +48,65 @@ def best_of(fn, reps=3, clock=time.perf_counter):
     return min(t)
 
 
+def interleaved(fns, reps=7, clock=time.perf_counter):
+    """Best time of each function, their runs interleaved (a, b, c, a, b, c, …), so that a
+    slow spell of a shared machine hits all of them alike."""
+    t = [[] for _ in fns]
+    for _ in range(reps):
+        for k, fn in enumerate(fns):
+            t0 = clock()
+            fn()
+            t[k].append(clock() - t0)
+    return [min(x) for x in t]
+
+
 def load():
-    return "load average %.2f %.2f %.2f on %d cores" % (*os.getloadavg(), os.cpu_count())
+    others = tk.others_running()
+    return ("load average %.2f %.2f %.2f on %d cores" % (*os.getloadavg(), tk.cpu_count())
+            + ("" if others is None else f"; {others} other tasks running now"))
 
 
 def kernel_table(elems, stages=False):
     certify_batch(rows(64, 64), 1e-6)           # compile / load the numba kernels outside the timing
-    print(f"{'L':>6} {'rows':>7} {'certify rows/s':>15} {'sum rows/s':>12} {'ratio':>7} {'cpu ratio':>10}"
-          f" {'closed':>9}  regimes(dom/closed/open)")
+    nt = numba.get_num_threads()
+    print(f"{'L':>6} {'rows':>7} {'closed':>9} {'1 thread':>9} {f'{nt} threads':>10}"
+          f"  regimes(dom/closed/open)   (ratios: certify_batch time / R.sum(axis=1) time)")
     for L in (64, 256, 1024, 4096):
         n = max(16, elems // L)
         R = rows(n, L, seed=L)
-        t_c = best_of(lambda: certify_batch(R, 1e-6), reps=3)
+
+        def one():
+            numba.set_num_threads(1)
+            try:
+                certify_batch(R, 1e-6)
+            finally:
+                numba.set_num_threads(nt)
+
+        def every():                # the threaded kernels whatever the load (printed above)
+            tk.LOAD_AWARE, old = False, tk.LOAD_AWARE
+            try:
+                certify_batch(R, 1e-6)
+            finally:
+                tk.LOAD_AWARE = old
+
+        # the row sum is timed back to back, its rows warm in cache from the previous sum:
+        # the strictest yardstick (interleaved with certify it measured ~1.5x slower)
         t_s = best_of(lambda: R.sum(axis=1), reps=7)
-        # CPU time of this process (all threads): less sensitive to other processes' load
-        c_c = best_of(lambda: certify_batch(R, 1e-6), reps=3, clock=time.process_time)
-        c_s = best_of(lambda: R.sum(axis=1), reps=7, clock=time.process_time)
+        t_1, t_n = interleaved([one, every])
         reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
         closed = 1 - reg[2] / n
-        print(f"{L:>6} {n:>7} {n / t_c:>15.0f} {n / t_s:>12.0f} {t_c / t_s:>6.1f}x {c_c / c_s:>9.1f}x"
-              f" {100 * closed:>8.2f}%  {reg.tolist()}", flush=True)
-        if stages:                 # CPU time of stage A alone (the fused pass)
+        print(f"{L:>6} {n:>7} {100 * closed:>8.2f}% {t_1 / t_s:>8.1f}x {t_n / t_s:>9.1f}x"
+              f"  {reg.tolist()}", flush=True)
+        if stages:                 # stage A alone (the fused pass), one thread
             M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
             force = np.full(n, -1, np.int8)
-            c_a = best_of(lambda: tf.stage_a(R, force, 3, 5e-4, 1e-6, M, cols, st), reps=5,
-                          clock=time.process_time)
-            print(f"{'':>6} cpu ratio of stage A alone {c_a / c_s:5.1f}x (certify: {c_c / c_s:.1f}x;"
-                  f" separate best-of runs, so the difference is rough)", flush=True)
+            numba.set_num_threads(1)
+            try:
+                t_a = best_of(lambda: tf.stage_a(R, force, 3, 5e-4, 1e-6, M, cols, st), reps=5)
+            finally:
+                numba.set_num_threads(nt)
+            print(f"{'':>6} stage A alone, 1 thread {t_a / t_s:5.1f}x (stages B-C and the rest:"
+                  f" {(t_1 - t_a) / t_s:.1f}x)", flush=True)
 
 
 # The child reports its own peak RSS (VmHWM of its address space, which exec resets) at

@@ -422,20 +422,65 @@ def bounds_batch(parts, L, out):
         out[i, 5] = m / out[i, 4]
 
 
+def others_running():
+    """Tasks runnable on this machine right now that are not threads of this process, or
+    None where that cannot be read (no Linux /proc).
+
+    The kernel's count of runnable tasks (/proc/loadavg, 4th field) minus this process's
+    own threads in state R: after a parallel region numba's OpenMP workers keep spinning
+    for a few milliseconds, and they must not count as someone else's load.
+    """
+    try:
+        with open("/proc/loadavg") as f:
+            running = int(f.read().split()[3].split("/")[0])
+        own = 0
+        for t in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{t}/stat") as f:
+                    st = f.read()
+            except OSError:             # the thread ended meanwhile
+                continue
+            own += st[st.rindex(")") + 2] == "R"
+        return max(running - own, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_count():
+    """CPUs this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def threaded(R):
     """Use the threaded drivers only for large batches and while a core is idle.
 
-    On an oversubscribed machine (load average ≥ cores − 1) a parallel region waits for
-    its slowest thread at the barrier, and measured 2–4× slower than the serial loop on a
-    shared 2-core machine.  Only speed depends on this choice: every row is computed on
-    its own, so results are bit-identical for any thread count (tests check it).
+    Idle means that other processes keep fewer than cores − 1 CPUs busy at this moment
+    (:func:`others_running`).  On an oversubscribed machine a parallel region waits for its
+    slowest thread, and measured up to 2–4× slower than the serial loop on a shared 2-core
+    machine.  The 1-minute load average is only the fallback where /proc is missing: it
+    counts this process's own recent work, so a long single-threaded run kept turning the
+    threads off on an otherwise idle machine.  Only speed depends on this choice: every
+    row is computed on its own, so results are bit-identical for any thread count (tests
+    check it).
     """
-    if R.size < PAR_MIN or numba.get_num_threads() < 2:
+    return R.size >= PAR_MIN and threaded_rows(R.shape[0], 1)
+
+
+def threaded_rows(n, min_rows):
+    """The rule of :func:`threaded` for a batch of n independent rows of any cost: threads
+    from min_rows rows on, while a core is free."""
+    if n < min_rows or numba.get_num_threads() < 2:
         return False
     if not LOAD_AWARE:
         return True
+    others = others_running()
+    if others is not None:
+        return others <= cpu_count() - 2
     try:
-        return os.getloadavg()[0] < (os.cpu_count() or 1) - 1
+        return os.getloadavg()[0] < cpu_count() - 1
     except OSError:                     # no load average on this platform
         return True
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from numerics.rounding import U
 from numerics.theta_kernels import (_dn, _extract, _row_max, _scale_of, _sigmas, _sum2, _up,
-                                    big_greedy_tail, eval_row, flip_more)
+                                    big_greedy_tail, eval_row, flip_more, threaded_rows)
 
 
 @numba.njit(cache=True)
@@ -412,28 +412,16 @@ def _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M):
 
 
 @numba.njit(cache=True)
-def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, glo, ghi, M):
-    """Stage B of the certify pipeline for rows R (float64, max ≥ 2^−900), in place.
-
-    lo, hi, glo, ghi (the rows' bounds so far) and M (uint8, their witnesses) are updated
-    row by row: the top-K lemma (:func:`topk_lemma`: an upper bound, and its witness when
-    it closes), then, while hi − lo > tol (decided as in the pipeline: fl(hi − lo) ≤
-    tol·(1 − 2⁻⁵⁰)), the searches of SEARCHES in order — the count window, exchanges and
-    flips on the current witness (:func:`improve`, swap_rounds rounds, stopping at |D| ≤
-    swap_stop·T), :func:`mitm_tail` (mitm_k atoms, mitm_flips flips), Karmarkar–Karp —
-    each mask re-scored by the evaluator and kept when it proves a larger theta_lo.
-    One compiled loop instead of a batch call per search: the few rows that reach stage B
-    cost microseconds each, and a Python round per search cost more than the searches.
-    """
-    n, L = R.shape
+def _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, a, b):
+    # rows a..b−1, with their own scratch
+    L = R.shape[1]
     c = int(np.ceil(np.log2(L + 2.0))) + 1
-    thr = tol * (1.0 - 2.0 ** -50)
     q1 = np.empty(L)
     q2 = np.empty(L)
     ev = np.empty(6)
     mk = np.empty(L, np.uint8)
     colour = np.empty(L, np.bool_)
-    for i in range(n):
+    for i in range(a, b):
         x = R[i]
         d, closes = _topk_row(x, K, mk, q1, q2)
         g = max(np.nextafter(d * d, -np.inf), 0.0)
@@ -457,3 +445,39 @@ def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, 
                 for j in range(L):
                     mk[j] = 1 if colour[j] else 0
             _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
+
+
+# serial and threaded drivers defined separately (numba's disk cache is keyed by name and
+# line: see numerics.theta_fused)
+@numba.njit(cache=True)
+def _stage_b_ser(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
+    _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, 0,
+                  R.shape[0])
+
+
+@numba.njit(cache=True, parallel=True)
+def _stage_b_par(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
+    n = R.shape[0]
+    for t in numba.prange((n + 3) // 4):        # 4 rows per task: their costs vary a lot
+        _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M,
+                      4 * t, min(n, 4 * t + 4))
+
+
+def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, glo, ghi, M):
+    """Stage B of the certify pipeline for rows R (float64, max ≥ 2^−900), in place.
+
+    lo, hi, glo, ghi (the rows' bounds so far) and M (uint8, their witnesses) are updated
+    row by row: the top-K lemma (:func:`topk_lemma`: an upper bound, and its witness when
+    it closes), then, while hi − lo > tol (decided as in the pipeline: fl(hi − lo) ≤
+    tol·(1 − 2⁻⁵⁰)), the searches of SEARCHES in order — the count window, exchanges and
+    flips on the current witness (:func:`improve`, swap_rounds rounds, stopping at |D| ≤
+    swap_stop·T), :func:`mitm_tail` (mitm_k atoms, mitm_flips flips), Karmarkar–Karp —
+    each mask re-scored by the evaluator and kept when it proves a larger theta_lo.
+    One compiled loop instead of a batch call per search: the few rows that reach stage B
+    cost microseconds each, and a Python round per search cost more than the searches.
+    Rows are independent, so they run on numba's threads (from 16 rows, while a core is
+    free: :func:`numerics.theta_kernels.threaded_rows`) with the same results.
+    """
+    thr = tol * (1.0 - 2.0 ** -50)
+    (_stage_b_par if threaded_rows(R.shape[0], 16) else _stage_b_ser)(
+        R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M)

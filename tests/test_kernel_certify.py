@@ -1,4 +1,5 @@
 """The fused certify kernels against exact arithmetic (C4, C5, C7) and across backends."""
+import os
 from fractions import Fraction
 
 import numba
@@ -256,3 +257,32 @@ def test_half_sums_match_a_stable_sort_of_every_signed_sum():
         o = np.argsort(sums, kind="stable")
         s, m = tr._half_sums(v)
         assert np.array_equal(m, o) and np.array_equal(s, sums[o])
+
+
+def test_threads_are_used_only_while_a_core_is_free(monkeypatch):
+    R = np.zeros((tk.PAR_MIN // 64, 64))
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(tk, "cpu_count", lambda: 2)
+    for others, expect in ((0, True), (1, False), (3, False)):
+        monkeypatch.setattr(tk, "others_running", lambda o=others: o)
+        assert tk.threaded(R) is expect
+    monkeypatch.setattr(tk, "cpu_count", lambda: 8)
+    monkeypatch.setattr(tk, "others_running", lambda: 6)
+    assert tk.threaded(R) and not tk.threaded(R[:1])        # small batches stay serial
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs Linux /proc")
+def test_another_busy_process_counts_as_load():
+    import subprocess
+    import sys
+    import time
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        seen = []
+        for _ in range(50):                      # the child is runnable from its first loop
+            seen.append(tk.others_running())
+            time.sleep(0.02)
+        assert max(seen) >= 1
+    finally:
+        busy.kill()
+        busy.wait()
