@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 
 import numba
 import numpy as np
@@ -423,25 +424,32 @@ def bounds_batch(parts, L, out):
 
 
 def others_running():
-    """Tasks runnable on this machine right now that are not threads of this process, or
-    None where that cannot be read (no Linux /proc).
+    """Tasks runnable on this machine right now besides the calling thread and the
+    threads numba started, or None where that cannot be read (no Linux /proc).
 
     The kernel's count of runnable tasks (/proc/loadavg, 4th field) minus this process's
-    own threads in state R: after a parallel region numba's OpenMP workers keep spinning
-    for a few milliseconds, and they must not count as someone else's load.
+    threads in state R that Python does not know (numba's OpenMP workers keep spinning
+    for a few milliseconds after a parallel region: not someone else's load) and minus the
+    calling thread.  This process's other Python threads count: a helper thread hashing
+    the input beside the kernels keeps a core busy.
     """
     try:
         with open("/proc/loadavg") as f:
             running = int(f.read().split()[3].split("/")[0])
-        own = 0
+        known = {t.native_id for t in threading.enumerate()}
+        me = threading.get_native_id()
+        ours = 0
         for t in os.listdir("/proc/self/task"):
+            tid = int(t)
+            if tid in known and tid != me:
+                continue
             try:
                 with open(f"/proc/self/task/{t}/stat") as f:
                     st = f.read()
             except OSError:             # the thread ended meanwhile
                 continue
-            own += st[st.rindex(")") + 2] == "R"
-        return max(running - own, 0)
+            ours += st[st.rindex(")") + 2] == "R"
+        return max(running - ours, 0)
     except (OSError, ValueError, IndexError):
         return None
 

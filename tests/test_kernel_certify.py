@@ -286,3 +286,31 @@ def test_another_busy_process_counts_as_load():
     finally:
         busy.kill()
         busy.wait()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs Linux /proc")
+def test_our_own_busy_helper_thread_counts_as_load():
+    # certify hashes its rows on a helper thread beside the kernels: that thread keeps a
+    # core busy, so it must count (numba's own OpenMP workers must not)
+    import hashlib
+    import threading
+    import time
+    buf = bytes(32 << 20)
+    done = threading.Event()
+
+    def hash_until_done():
+        h = hashlib.sha256()
+        while not done.is_set():
+            h.update(buf)                        # releases the GIL for the whole buffer
+
+    th = threading.Thread(target=hash_until_done)
+    th.start()
+    try:
+        seen = []
+        for _ in range(40):
+            seen.append(tk.others_running())
+            time.sleep(0.01)
+        assert max(seen) >= 1
+    finally:
+        done.set()
+        th.join()
