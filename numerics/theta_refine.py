@@ -87,27 +87,28 @@ def _topk_row(x, K, mk, q1, q2):
     nr = 1 << (K - h)
     Lv = np.empty(nl)
     Rv = np.empty(nr)
+    # the signs as ±1.0 factors, not branches (a sign bit per term is a coin flip for the
+    # branch predictor); ±1·q is exact, so every a₁, a₂ is the same exact sum as before
+    tq1 = np.empty(K)
+    tq2 = np.empty(K)
+    for i in range(K):
+        tq1[i] = q1[top[i]]
+        tq2[i] = q2[top[i]]
     for t in range(nl):
-        a1 = q1[top[0]]
-        a2 = q2[top[0]]
+        a1 = tq1[0]
+        a2 = tq2[0]
         for i in range(1, h):
-            if (t >> (i - 1)) & 1:
-                a1 -= q1[top[i]]
-                a2 -= q2[top[i]]
-            else:
-                a1 += q1[top[i]]
-                a2 += q2[top[i]]
+            sg = 1.0 - 2.0 * ((t >> (i - 1)) & 1)
+            a1 += sg * tq1[i]
+            a2 += sg * tq2[i]
         Lv[t] = a1 + a2
     for t in range(nr):
         a1 = 0.0
         a2 = 0.0
         for i in range(h, K):
-            if (t >> (i - h)) & 1:
-                a1 -= q1[top[i]]
-                a2 -= q2[top[i]]
-            else:
-                a1 += q1[top[i]]
-                a2 += q2[top[i]]
+            sg = 1.0 - 2.0 * ((t >> (i - h)) & 1)
+            a1 += sg * tq1[i]
+            a2 += sg * tq2[i]
         Rv[t] = a1 + a2
     ol = np.argsort(Lv, kind="mergesort")
     orr = np.argsort(Rv, kind="mergesort")
