@@ -92,21 +92,25 @@ def kernel_table(elems, stages=False):
         # the row sum is timed back to back, its rows warm in cache from the previous sum:
         # the strictest yardstick (interleaved with certify it measured ~1.5x slower)
         t_s = best_of(lambda: R.sum(axis=1), reps=7)
-        t_1, t_n = interleaved([one, every])
-        reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
-        closed = 1 - reg[2] / n
-        print(f"{L:>6} {n:>7} {100 * closed:>8.2f}% {t_1 / t_s:>8.1f}x {t_n / t_s:>9.1f}x"
-              f"  {reg.tolist()}", flush=True)
-        if stages:                 # stage A alone (the fused pass), one thread
+        runs = [one, every]
+        if stages:                 # stage A alone (the fused pass), one thread, interleaved too
             M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
             force = np.full(n, -1, np.int8)
-            numba.set_num_threads(1)
-            try:
-                t_a = best_of(lambda: tf.stage_a(R, force, 3, 5e-4, 1e-6, M, cols, st), reps=5)
-            finally:
-                numba.set_num_threads(nt)
-            print(f"{'':>6} stage A alone, 1 thread {t_a / t_s:5.1f}x (stages B-C and the rest:"
-                  f" {(t_1 - t_a) / t_s:.1f}x)", flush=True)
+
+            def stage_a():
+                numba.set_num_threads(1)
+                try:
+                    tf.stage_a(R, force, 3, 5e-4, 1e-6, M, cols, st)
+                finally:
+                    numba.set_num_threads(nt)
+            runs.append(stage_a)
+        t = interleaved(runs)
+        reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
+        closed = 1 - reg[2] / n
+        print(f"{L:>6} {n:>7} {100 * closed:>8.2f}% {t[0] / t_s:>8.1f}x {t[1] / t_s:>9.1f}x"
+              f"  {reg.tolist()}", flush=True)
+        if stages:
+            print(f"{'':>6} of which stage A (1 thread) {t[2] / t_s:5.1f}x", flush=True)
 
 
 # The child reports its own peak RSS (VmHWM of its address space, which exec resets) at

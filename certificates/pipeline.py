@@ -12,9 +12,11 @@ B. (:mod:`numerics.theta_refine`) the top-K interval lemma (an upper bound; its 
    witness: most rows reaching B have θ truly below 1 − tol), then, on rows still open,
    the count window (⌈n/2⌉ consecutive sorted atoms), best exchanges and flips on the
    current witness, a meet-in-the-middle split of the top atoms against a greedy
-   remainder, Karmarkar–Karp, and last the count lemma (how many tail atoms each side can
-   hold, with and without the top K atoms' signs enumerated: an upper bound and, when it
-   is positive, its optimal witness; :func:`numerics.theta_bounds.count_delta_lower`);
+   remainder, Karmarkar–Karp — one compiled pass over the open rows,
+   :func:`numerics.theta_refine.stage_b_rows` — and last the count lemma (how many tail
+   atoms each side can hold, with and without the top K atoms' signs enumerated: an upper
+   bound and, when it is positive, its optimal witness;
+   :func:`numerics.theta_bounds.count_delta_lower`);
 C. the exact solver :func:`numerics.theta.theta_exact` for rows with few nonzero atoms.
 
 Every reported bound comes from one evaluator (exact extraction sums, outward rounding:
