@@ -161,7 +161,10 @@ def _parity(device):
                         _softmax(14, 1500, 64, 2.5),          # many take the backward first fit
                         np.pad(_near_perfect(12, 20, 30), ((0, 0), (0, 34))),
                         np.random.default_rng(13).dirichlet(np.full(64, 0.05), size=50),
-                        np.full((2, 64), 0.25), np.eye(64)[:3] * 2.0**-1040])
+                        np.full((2, 64), 0.25), np.eye(64)[:3] * 2.0**-1040,
+                        # 2·max = total exactly: dominance undecided by the margin, settled
+                        # exactly and redone (also after the lift of a tiny row)
+                        np.pad([[2.0, 1.0, 1.0], [2.0**-1040, 2.0**-1041, 2.0**-1041]], ((0, 0), (0, 61)))])
     a = certify_batch(R, 1e-6)
     b = certify_batch(R, 1e-6, backend="torch", device=device)
     for k in (*KEYS, "regime", "witness"):
@@ -271,18 +274,23 @@ def test_threads_are_used_only_while_a_core_is_free(monkeypatch):
     assert tk.threaded(R) and not tk.threaded(R[:1])        # small batches stay serial
 
 
+def _most_others_seen(samples=50):
+    # the largest count of other runnable tasks over a second (a busy task shows at once)
+    import time
+    seen = []
+    for _ in range(samples):
+        seen.append(tk.others_running())
+        time.sleep(0.02)
+    return max(seen)
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs Linux /proc")
 def test_another_busy_process_counts_as_load():
     import subprocess
     import sys
-    import time
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        seen = []
-        for _ in range(50):                      # the child is runnable from its first loop
-            seen.append(tk.others_running())
-            time.sleep(0.02)
-        assert max(seen) >= 1
+        assert _most_others_seen() >= 1          # the child is runnable from its first loop
     finally:
         busy.kill()
         busy.wait()
@@ -294,7 +302,6 @@ def test_our_own_busy_helper_thread_counts_as_load():
     # core busy, so it must count (numba's own OpenMP workers must not)
     import hashlib
     import threading
-    import time
     buf = bytes(32 << 20)
     done = threading.Event()
 
@@ -306,11 +313,7 @@ def test_our_own_busy_helper_thread_counts_as_load():
     th = threading.Thread(target=hash_until_done)
     th.start()
     try:
-        seen = []
-        for _ in range(40):
-            seen.append(tk.others_running())
-            time.sleep(0.01)
-        assert max(seen) >= 1
+        assert _most_others_seen() >= 1
     finally:
         done.set()
         th.join()
