@@ -7,10 +7,13 @@
    the kernel charges their time late);
 2. the ``certify`` CLI end to end on a float32 softmax ``.npy`` vs a fresh process that
    loads the file and sums its rows;
-3. ``verify`` on that certificate folder vs the same load-and-sum process.
+3. ``verify`` on that certificate folder vs the same load-and-sum process;
+4. with ``--spreads``: certify_batch on one thread for other logit spreads (0.3, 1.0: diffuse
+   rows like those near initialisation; 5.0: peaked), with the share of rows stage A
+   leaves to stage B.
 
 Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
-       [--stages]
+       [--stages] [--spreads]
 Wall-clock times, best of 7 repeats (the two certify runs interleaved; the row sum back to
 back, its rows warm in cache: the strictest yardstick); the load (and how many other tasks
 are running at that moment) is printed with the table, because other processes on the
@@ -33,8 +36,10 @@ from numerics import theta_fused as tf
 from numerics import theta_kernels as tk
 
 
-def rows(n, L, seed=0, dtype=np.float64):
-    lg = np.random.default_rng(seed).normal(size=(n, L)) * 2.5      # attention-like spread
+def rows(n, L, seed=0, dtype=np.float64, spread=2.5):
+    # softmax of normal logits; 2.5: an attention-like spread (the goal's rows), smaller is
+    # more diffuse (rows near initialisation), larger more peaked
+    lg = np.random.default_rng(seed).normal(size=(n, L)) * spread
     e = np.exp(lg - lg.max(1, keepdims=True))
     return (e / e.sum(1, keepdims=True)).astype(dtype)
 
@@ -113,6 +118,32 @@ def kernel_table(elems, stages=False):
             print(f"{'':>6} of which stage A (1 thread) {t[2] / t_s:5.1f}x", flush=True)
 
 
+def spread_table(elems):
+    """Other spreads than the goal's 2.5, one thread: how the cost depends on the rows."""
+    nt = numba.get_num_threads()
+    print(f"\nOther logit spreads, one thread (2.5 is the table above):\n{'L':>6} "
+          + " ".join(f"{f'spread {sp}':>11}" for sp in SPREADS) + "   (stage B rows per spread)")
+    numba.set_num_threads(1)
+    try:
+        for L in (64, 256, 1024):
+            n = max(16, elems // L)
+            cells, sent = [], []
+            for sp in SPREADS:
+                R = rows(n, L, seed=L, spread=sp)
+                t_s = best_of(lambda: R.sum(axis=1), reps=7)
+                t_c = best_of(lambda: certify_batch(R, 1e-6), reps=3)
+                M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
+                tf.stage_a(R, np.full(n, -1, np.int8), 3, 5e-4, 1e-6, M, cols, st)
+                cells.append(f"{t_c / t_s:>10.1f}x")
+                sent.append(f"{100 * np.mean(st == 2):.1f}%")
+            print(f"{L:>6} " + " ".join(cells) + "   (" + ", ".join(sent) + ")", flush=True)
+    finally:
+        numba.set_num_threads(nt)
+
+
+SPREADS = (0.3, 1.0, 5.0)
+
+
 # The child reports its own peak RSS (VmHWM of its address space, which exec resets) at
 # exit: a forked child's ru_maxrss would start from this benchmark's footprint instead.
 _HWM = ("import atexit, runpy, sys\n"
@@ -176,10 +207,14 @@ def main():
     ap.add_argument("--cli-rows", type=int, default=16384, help="rows of L = 1024 for the CLI run (default 16384 = 64 MiB)")
     ap.add_argument("--gib", action="store_true", help="the 1 GiB CLI case: 262144 rows of L = 1024")
     ap.add_argument("--skip-cli", action="store_true", help="only the certify_batch table")
-    ap.add_argument("--stages", action="store_true", help="also split certify's CPU time by stage")
+    ap.add_argument("--stages", action="store_true", help="also give stage A's share of the one-thread time")
+    ap.add_argument("--spreads", action="store_true",
+                    help="also time other logit spreads (diffuse rows near initialisation, peaked rows), one thread")
     a = ap.parse_args()
     print(load())
     kernel_table(a.elems, a.stages)
+    if a.spreads:
+        spread_table(a.elems)
     if not a.skip_cli:
         cli_table(262144 if a.gib else a.cli_rows)
     print(load())
