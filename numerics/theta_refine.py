@@ -280,29 +280,32 @@ def count_window(R, M):
     """For each row, the window of ⌈n/2⌉ consecutive sorted nonzero atoms whose sum is
     closest to half the total; writes it to M (uint8)."""
     for i in range(R.shape[0]):
-        _window_row(R[i], M[i])
+        _window_row(R[i], M[i], np.argsort(R[i], kind="mergesort"))
 
 
 @numba.njit(cache=True)
-def _window_row(x, mk):
+def _window_row(x, mk, o):
+    # o: the row's stable argsort; its nonzero atoms are a suffix of it (x ≥ 0), in the
+    # order of a stable sort of the nonzero atoms alone
     L = x.shape[0]
-    nz = np.flatnonzero(x > 0.0)
     for j in range(L):
         mk[j] = 0
-    if nz.shape[0] >= 2:
-        o = nz[np.argsort(x[nz], kind="mergesort")]
-        m = o.shape[0]
+    z = 0
+    while z < L and not x[o[z]] > 0.0:
+        z += 1
+    m = L - z
+    if m >= 2:
         k = (m + 1) // 2
         T = 0.0
         for j in range(m):
-            T += x[o[j]]
+            T += x[o[z + j]]
         w = 0.0
         for j in range(k):
-            w += x[o[j]]
+            w += x[o[z + j]]
         best = abs(2.0 * w - T)
         bj = 0
         for j in range(1, m - k + 1):
-            w += x[o[j + k - 1]] - x[o[j - 1]]
+            w += x[o[z + j + k - 1]] - x[o[z + j - 1]]
             d = abs(2.0 * w - T)
             if d < best:
                 best = d
@@ -310,34 +313,37 @@ def _window_row(x, mk):
             elif 2.0 * w > T:
                 break                   # window sums only rise
         for j in range(bj, bj + k):
-            mk[o[j]] = 1
+            mk[o[z + j]] = 1
 
 
 @numba.njit(cache=True)
-def _best_swap(x, mk, D):
+def _best_swap(x, mk, D, o, si, so):
     """Best exchange of one atom of S with one of S^c: min |D − 2x_i + 2x_j| (i ∈ S, j ∉ S),
-    by sorting both sides and one two-pointer scan for x_i − x_j closest to D/2."""
-    ins = np.flatnonzero(mk == 1)
-    out = np.flatnonzero((mk == 0) & (x > 0.0))
-    if ins.shape[0] == 0 or out.shape[0] == 0:
+    by one two-pointer scan over both sides in sorted order — read off the row's stable
+    argsort o (the order a stable sort of either side alone would give), into si, so."""
+    na = 0
+    nb = 0
+    for t in range(o.shape[0]):
+        j = o[t]
+        si[na] = j
+        so[nb] = j
+        na += 1 if mk[j] == 1 else 0
+        nb += 1 if (mk[j] == 0) & (x[j] > 0.0) else 0
+    if na == 0 or nb == 0:
         return D
-    a = x[ins]
-    b = x[out]
-    oa = np.argsort(a, kind="mergesort")
-    ob = np.argsort(b, kind="mergesort")
     half = 0.5 * D
     p = 0
     q = 0
     best = abs(D)
     bi = -1
     bj = -1
-    while p < oa.shape[0] and q < ob.shape[0]:
-        d = a[oa[p]] - b[ob[q]]          # increasing in p, decreasing in q
+    while p < na and q < nb:
+        d = x[si[p]] - x[so[q]]          # increasing in p, decreasing in q
         v = abs(D - 2.0 * d)
         if v < best:
             best = v
-            bi = ins[oa[p]]
-            bj = out[ob[q]]
+            bi = si[p]
+            bj = so[q]
         if d < half:
             p += 1
         else:
@@ -352,12 +358,15 @@ def _best_swap(x, mk, D):
 @numba.njit(cache=True)
 def improve(R, M, rounds, stop_rel, D_out):
     """Alternate best swaps and best single flips on the masks M (uint8), in place."""
+    L = R.shape[1]
     for i in numba.prange(R.shape[0]):
-        D_out[i] = _improve_row(R[i], M[i], rounds, stop_rel)
+        D_out[i] = _improve_row(R[i], M[i], rounds, stop_rel, np.argsort(R[i], kind="mergesort"),
+                                np.empty(L + 1, np.int64), np.empty(L + 1, np.int64))
 
 
 @numba.njit(cache=True)
-def _improve_row(x, mk, rounds, stop_rel):
+def _improve_row(x, mk, rounds, stop_rel, o, si, so):
+    # o: the row's stable argsort; si, so: scratch of L + 1 entries
     T = 0.0
     D = 0.0
     for j in range(x.shape[0]):
@@ -367,7 +376,7 @@ def _improve_row(x, mk, rounds, stop_rel):
         if abs(D) <= stop_rel * T:
             break
         D0 = abs(D)
-        D = _best_swap(x, mk, D)
+        D = _best_swap(x, mk, D, o, si, so)
         D = flip_more(x, mk, D, 1, stop_rel * T)
         if not abs(D) < D0:
             break
@@ -422,8 +431,11 @@ def _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi,
     ev = np.empty(6)
     mk = np.empty(L, np.uint8)
     colour = np.empty(L, np.bool_)
+    si = np.empty(L + 1, np.int64)
+    so = np.empty(L + 1, np.int64)
     for i in range(a, b):
         x = R[i]
+        o = si[:0]                     # the row's stable argsort, made when a search needs it
         d, closes = _topk_row(x, K, mk, q1, q2)
         g = max(np.nextafter(d * d, -np.inf), 0.0)
         hi[i] = min(hi[i], min(np.nextafter(1.0 - g, np.inf), 1.0))
@@ -433,12 +445,14 @@ def _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi,
         for step in range(len(SEARCHES)):
             if hi[i] - lo[i] <= thr:
                 break
+            if o.shape[0] == 0:
+                o = np.argsort(x, kind="mergesort")
             if step == 0:
-                _window_row(x, mk)
+                _window_row(x, mk, o)
             elif step == 1:
                 for j in range(L):
                     mk[j] = M[i, j]
-                _improve_row(x, mk, swap_rounds, swap_stop)
+                _improve_row(x, mk, swap_rounds, swap_stop, o, si, so)
             elif step == 2:
                 _mitm_row(x, min(mitm_k, L), mitm_flips, mk)
             else:

@@ -317,3 +317,23 @@ def test_our_own_busy_helper_thread_counts_as_load():
     finally:
         done.set()
         th.join()
+
+
+def test_best_swap_finds_the_best_exchange():
+    # the two-pointer scan over the row's stable order must reach the least |D − 2(x_i − x_j)|
+    # over all i ∈ S, j ∉ S (x_j > 0), computed the same way, or keep D when none is smaller
+    rng = np.random.default_rng(21)
+    for _ in range(400):
+        L = int(rng.integers(2, 40))
+        x = _tie_heavy(rng, L)
+        mk = (rng.random(L) < 0.5).astype(np.uint8)
+        D = float(np.sum(np.where(mk == 1, x, -x)))
+        o = np.argsort(x, kind="stable")
+        m2 = mk.copy()
+        got = tr._best_swap(x, m2, D, o, np.empty(L + 1, np.int64), np.empty(L + 1, np.int64))
+        cands = [abs(D - 2.0 * (x[i] - x[j])) for i in range(L) for j in range(L)
+                 if mk[i] == 1 and mk[j] == 0 and x[j] > 0]
+        best = min([abs(D)] + cands)
+        assert abs(got) == best or (best == abs(D) and got == D)
+        if got != D:                                  # one atom left S, one joined
+            assert (m2 != mk).sum() == 2 and m2.sum() == mk.sum()
