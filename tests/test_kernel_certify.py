@@ -337,3 +337,22 @@ def test_best_swap_finds_the_best_exchange():
         assert abs(got) == best or (best == abs(D) and got == D)
         if got != D:                                  # one atom left S, one joined
             assert (m2 != mk).sum() == 2 and m2.sum() == mk.sum()
+
+
+def test_stage_b_skips_the_top_k_lemma_only_where_it_gives_nothing():
+    # stage_b_rows skips the lemma when the float total is ≥ (K + 1)·max·(1 + 4L·2⁻⁵³):
+    # there the exact lemma must return no bound and no witness
+    rng = np.random.default_rng(31)
+    K, hits = 12, 0
+    for _ in range(3000):
+        L = int(rng.integers(13, 80))
+        x = rng.random(L) ** rng.uniform(0.2, 6.0)
+        if rng.random() < 0.5:                    # rows right at the threshold T ≈ 13·max
+            x[:13] = 1.0
+            x[13:] = x[13:] / x[13:].sum() * float(rng.choice([1e-15, 1e-9, 1e-3]))
+        T, m = float(np.sum(x)), float(x.max())
+        if T >= (K + 1) * m * (1.0 + 4.0 * L * 2.0 ** -53):
+            hits += 1
+            d, closes = tr._topk_row(x, K, np.zeros(L, np.uint8), np.empty(L), np.empty(L))
+            assert d == 0.0 and not closes
+    assert hits > 500
