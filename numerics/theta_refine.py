@@ -422,7 +422,7 @@ def _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M):
 
 
 @numba.njit(cache=True)
-def _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, a, b):
+def _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, a, b):
     # rows a..b−1, with their own scratch
     L = R.shape[1]
     c = int(np.ceil(np.log2(L + 2.0))) + 1
@@ -436,7 +436,7 @@ def _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi,
     margin = 1.0 + 4.0 * L * 2.0 ** -53
     for i in range(a, b):
         x = R[i]
-        o = si[:0]                     # the row's stable argsort, made when a search needs it
+        o = O[i]                       # the row's stable argsort
         # the top-K lemma gives nothing when the tail outweighs the largest atom, which
         # T ≥ (K + 1)·max implies (the K top atoms weigh at most K·max); the float sum is
         # within (L − 1)·u of T, so the margin makes this skip only what _topk_row
@@ -456,8 +456,6 @@ def _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi,
         for step in range(len(SEARCHES)):
             if hi[i] - lo[i] <= thr:
                 break
-            if o.shape[0] == 0:
-                o = np.argsort(x, kind="mergesort")
             if step == 0:
                 _window_row(x, mk, o)
             elif step == 1:
@@ -476,16 +474,16 @@ def _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi,
 # serial and threaded drivers defined separately (numba's disk cache is keyed by name and
 # line: see numerics.theta_fused)
 @numba.njit(cache=True)
-def _stage_b_ser(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
-    _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, 0,
+def _stage_b_ser(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
+    _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, 0,
                   R.shape[0])
 
 
 @numba.njit(cache=True, parallel=True)
-def _stage_b_par(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
+def _stage_b_par(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
     n = R.shape[0]
     for t in numba.prange((n + 3) // 4):        # 4 rows per task: their costs vary a lot
-        _stage_b_span(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M,
+        _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M,
                       4 * t, min(n, 4 * t + 4))
 
 
@@ -505,5 +503,41 @@ def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, 
     free: :func:`numerics.theta_kernels.threaded_rows`) with the same results.
     """
     thr = tol * (1.0 - 2.0 ** -50)
+    O = stable_argsort_rows(R)
     (_stage_b_par if threaded_rows(R.shape[0], 16) else _stage_b_ser)(
-        R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M)
+        R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M)
+
+
+def stable_argsort_rows(R):
+    """Each row's stable argsort (ascending, ties by index), as NumPy's
+    ``argsort(kind="stable")`` gives it, but ~6× faster on short rows: NumPy's SIMD
+    quicksort (≈ 0.4 µs for 64 doubles, against ≈ 2.2 µs stable and ≈ 2.5 µs for numba's
+    own sort), then every run of equal values put in index order.  (value, index) is a
+    total order, so the result does not depend on how the quicksort broke ties."""
+    O = np.argsort(R, axis=1, kind="quicksort")
+    _ties_by_index(R, O)
+    return O
+
+
+@numba.njit(cache=True)
+def _ties_by_index(R, O):
+    # each run of equal values (contiguous: the order is sorted) sorted by index; long runs
+    # (uniform rows) by a sort, not by insertion, which would be quadratic
+    for i in range(R.shape[0]):
+        x = R[i]
+        o = O[i]
+        L = o.shape[0]
+        p = 0
+        while p < L:
+            q = p + 1
+            while q < L and x[o[q]] == x[o[p]]:
+                q += 1
+            if q - p > 16:
+                o[p:q] = np.sort(o[p:q])
+            else:
+                for t in range(p + 1, q):
+                    u = t
+                    while u > p and o[u - 1] > o[u]:
+                        o[u - 1], o[u] = o[u], o[u - 1]
+                        u -= 1
+            p = q

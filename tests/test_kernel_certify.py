@@ -356,3 +356,16 @@ def test_stage_b_skips_the_top_k_lemma_only_where_it_gives_nothing():
             d, closes = tr._topk_row(x, K, np.zeros(L, np.uint8), np.empty(L), np.empty(L))
             assert d == 0.0 and not closes
     assert hits > 500
+
+
+def test_stable_argsort_rows_matches_numpy_stable_sort():
+    # the quicksort with its ties put in index order must equal a stable sort exactly,
+    # also on rows of many ties, signed zeros and uniform rows (one long run)
+    rng = np.random.default_rng(41)
+    for t in range(120):
+        L, n = int(rng.integers(1, 300)), int(rng.integers(1, 12))
+        R = np.stack([_tie_heavy(rng, L) for _ in range(n)])
+        R[rng.random((n, L)) < 0.2] = -0.0 if t % 2 else 0.0
+        if t % 10 == 0:
+            R[0] = 0.25
+        assert np.array_equal(tr.stable_argsort_rows(R), np.argsort(R, axis=1, kind="stable"))
