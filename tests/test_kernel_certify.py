@@ -266,12 +266,22 @@ def test_threads_are_used_only_while_a_core_is_free(monkeypatch):
     R = np.zeros((tk.PAR_MIN // 64, 64))
     monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
     monkeypatch.setattr(tk, "cpu_count", lambda: 2)
+    monkeypatch.setattr(tk, "_others_recent", lambda: tk.others_running())   # no caching here
     for others, expect in ((0, True), (1, False), (3, False)):
         monkeypatch.setattr(tk, "others_running", lambda o=others: o)
         assert tk.threaded(R) is expect
     monkeypatch.setattr(tk, "cpu_count", lambda: 8)
     monkeypatch.setattr(tk, "others_running", lambda: 6)
     assert tk.threaded(R) and not tk.threaded(R[:1])        # small batches stay serial
+
+
+def test_the_load_reading_is_reused_for_a_few_milliseconds(monkeypatch):
+    reads = iter([0, 3])
+    monkeypatch.setattr(tk, "others_running", lambda: next(reads))
+    monkeypatch.setattr(tk, "_SEEN", [-1.0, None])
+    assert tk._others_recent(max_age=60.0) == 0
+    assert tk._others_recent(max_age=60.0) == 0          # within max_age: not read again
+    assert tk._others_recent(max_age=0.0) == 3           # older than max_age: read again
 
 
 def _most_others_seen(samples=50):
