@@ -16,7 +16,8 @@ that of each row's exact normalisation p/Σp (C7).
   and no small atom to balance it.  When the bound is positive a mask attains it (an
   optimal witness).  This closes diffuse rows of comparable atoms with an odd count
   (uniform rows are C3's 1 − 1/L²), where the top-K lemma's tail swamps its head.
-* :func:`kk_masks` — Karmarkar–Karp witness masks for the certify pipeline's stage B.  A
+* :func:`kk_masks` — Karmarkar–Karp witness masks, the batch form of stage B's last search
+  (:func:`numerics.theta_refine._kk_row`).  A
   search: plain floats, every mask is re-scored by the outward-rounded evaluator.
 
 The older float kernels that lived here (compensated-sum witness bounds, a prefix-crossing

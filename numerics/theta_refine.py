@@ -6,20 +6,19 @@
   the integer value that certificates/verify.py recomputes with the same K.  When the
   minimising |Σε x| is at least t_K, the mask "top atoms by ε, tail on the lighter side"
   attains it: the row closes.
-* :func:`mitm_tail` — a search for diffuse rows of many comparable atoms, where greedy and
+* :func:`_mitm_row` — a search for diffuse rows of many comparable atoms, where greedy and
   Karmarkar–Karp stall at 1 − θ ≈ 10⁻⁵…10⁻³: everything but the top k atoms is placed by
   the fused pass's greedy, then the top k atoms are split exactly against that remainder
   by meet in the middle (2 × 2^(k/2) sums, one two-pointer scan).  Plain float search:
   its masks are re-scored by the evaluator.
-* :func:`count_window` — a witness for the same rows when their count is the obstacle:
+* :func:`_window_row` — a witness for the same rows when their count is the obstacle:
   with the nonzero atoms sorted, the sums of k = ⌈n/2⌉ consecutive atoms rise from the k
   smallest to the k largest in steps of at most max − min, so some window lands within
   (max − min)/2 of T/2 — greedy and Karmarkar–Karp, which balance sizes first, stay about
   one atom off on odd counts.  Plain float search (masks re-scored by the evaluator);
-  the exchanges of :func:`improve` refine it.
+  the exchanges of :func:`_improve_row` refine it.
 """
 from __future__ import annotations
-
 
 import heapq
 
@@ -214,13 +213,6 @@ def _half_sums(v):
 
 
 @numba.njit(cache=True)
-def mitm_tail(R, k, flips, M, D_out):
-    """Witness search for diffuse rows; writes M (uint8) and the float D of each row."""
-    for i in numba.prange(R.shape[0]):
-        D_out[i] = _mitm_row(R[i], k, flips, M[i])
-
-
-@numba.njit(cache=True)
 def _mitm_row(x, k, flips, mk):
     L = x.shape[0]
     q1 = np.empty(L)
@@ -273,14 +265,6 @@ def _mitm_row(x, k, flips, mk):
     for q in range(kk - h):
         mk[top[h + q]] = 1 if (mb[bt] >> q) & 1 else 0
     return flip_more(x, mk, D + A[bj] + B[bt], flips, 0.0)
-
-
-@numba.njit(cache=True)
-def count_window(R, M):
-    """For each row, the window of ⌈n/2⌉ consecutive sorted nonzero atoms whose sum is
-    closest to half the total; writes it to M (uint8)."""
-    for i in range(R.shape[0]):
-        _window_row(R[i], M[i], np.argsort(R[i], kind="mergesort"))
 
 
 @numba.njit(cache=True)
@@ -353,15 +337,6 @@ def _best_swap(x, mk, D, o, si, so):
     mk[bi] = 0
     mk[bj] = 1
     return D - 2.0 * (x[bi] - x[bj])
-
-
-@numba.njit(cache=True)
-def improve(R, M, rounds, stop_rel, D_out):
-    """Alternate best swaps and best single flips on the masks M (uint8), in place."""
-    L = R.shape[1]
-    for i in numba.prange(R.shape[0]):
-        D_out[i] = _improve_row(R[i], M[i], rounds, stop_rel, np.argsort(R[i], kind="mergesort"),
-                                np.empty(L + 1, np.int64), np.empty(L + 1, np.int64))
 
 
 @numba.njit(cache=True)
@@ -494,8 +469,8 @@ def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, 
     row by row: the top-K lemma (:func:`topk_lemma`: an upper bound, and its witness when
     it closes), then, while hi − lo > tol (decided as in the pipeline: fl(hi − lo) ≤
     tol·(1 − 2⁻⁵⁰)), the searches of SEARCHES in order — the count window, exchanges and
-    flips on the current witness (:func:`improve`, swap_rounds rounds, stopping at |D| ≤
-    swap_stop·T), :func:`mitm_tail` (mitm_k atoms, mitm_flips flips), Karmarkar–Karp —
+    flips on the current witness (:func:`_improve_row`, swap_rounds rounds, stopping at |D| ≤
+    swap_stop·T), :func:`_mitm_row` (mitm_k atoms, mitm_flips flips), Karmarkar–Karp —
     each mask re-scored by the evaluator and kept when it proves a larger theta_lo.
     One compiled loop instead of a batch call per search: the few rows that reach stage B
     cost microseconds each, and a Python round per search cost more than the searches.
