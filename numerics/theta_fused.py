@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from numerics.rounding import U
-from numerics.theta_kernels import (BIG_BITS, BLOCK, POW2, TINY, _msum2, _sum2, bounds_from_parts, prefix_crossing,
+from numerics.theta_kernels import (BIG_BITS, BLOCK, POW2, TINY, _msum2, _sum2, outward_bounds, prefix_crossing,
                                     sigmas_scale, threaded)
 
 FF_WIN = 64             # atoms tried by first fit on each side of the crossing (≤ 64: a word)
+RB = 64                 # rows whose outward rounding runs as one vectorised loop
 
 
 @numba.njit(cache=True)
@@ -69,158 +71,174 @@ def _best_flip(R, M, i, D):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, qs, idx, order, cnt, bi):
+def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, qs, W, bi, P, Q):
     n, L = R.shape
     c = int(np.ceil(np.log2(L + 2.0))) + 1
     Rb = R.view(np.int64)
     bf = bi.view(np.float64)
     tau_scale = POW2[1074 - bits]       # 2^−bits, exact (a table read, not a pow() per row)
-    for i in range(lo, hi):
-        m0 = m1 = m2 = m3 = np.int64(0)
-        j = 0
-        while j + 4 <= L:
-            m0 = Rb[i, j] if Rb[i, j] > m0 else m0
-            m1 = Rb[i, j + 1] if Rb[i, j + 1] > m1 else m1
-            m2 = Rb[i, j + 2] if Rb[i, j + 2] > m2 else m2
-            m3 = Rb[i, j + 3] if Rb[i, j + 3] > m3 else m3
-            j += 4
-        while j < L:
-            m0 = Rb[i, j] if Rb[i, j] > m0 else m0
-            j += 1
-        m0 = m1 if m1 > m0 else m0
-        m2 = m3 if m3 > m2 else m2
-        mb = m2 if m2 > m0 else m0
-        bi[0] = mb
-        m = bf[0]
-        s1, s2, sc = sigmas_scale(mb >> 52, c)
-        tau = m * tau_scale
-        for j in range(L):             # error-free extraction (theta_kernels docstring)
-            v = R[i, j]
-            q = (s1 + v) - s1
-            q1[j] = q
-            q2[j] = (s2 + (v - q)) - s2
-        T1, T2 = _sum2(q1, q2)
-        # C4: the sign of 2m − T, with a margin for T − (T1 + T2) and the rounding of y
-        slack = 4.0 * (L * U * s2) + 4.0 * U * (2.0 * m)
-        y = 2.0 * m - (T1 + T2)
-        if force[i] >= 0:
-            dom = force[i] == 1
-            unsure = False
-        else:
-            dom = y > slack
-            unsure = (not dom) and y >= -slack
-        a = -1
-        for j in range(L):
-            M[i, j] = 0
-        if dom:
+    nwd = (L + 63) >> 6                # 64-atom words per row
+    for blo in range(lo, hi, RB):
+        bhi = min(hi, blo + RB)
+        for i in range(blo, bhi):
+            r = i - blo
+            mb = np.int64(0)
             for j in range(L):
-                if Rb[i, j] == mb:
-                    a = j
-                    break
-            M[i, a] = 1
-            A1 = q1[a]
-            A2 = q2[a]
-        else:
-            # greedy on the big atoms in (exponent, index) order; the max is big, so the
-            # largest big exponent is the max's.  Separate simple loops (measured faster
-            # than one fused loop or a block-skipping pack)
-            for j in range(L):         # q₁ of the small atoms, 0 for the big ones
-                qs[j] = q1[j] if R[i, j] < tau else 0.0
-            nb = 0
+                v = Rb[i, j]
+                mb = v if v > mb else mb
+            bi[0] = mb
+            m = bf[0]
+            s1, s2, sc = sigmas_scale(mb >> 52, c)
+            tau = m * tau_scale
+            for j in range(L):         # error-free extraction (theta_kernels docstring)
+                v = R[i, j]
+                q = (s1 + v) - s1
+                q1[j] = q
+                q2[j] = (s2 + (v - q)) - s2
+            T1, T2 = _sum2(q1, q2)
+            # C4: the sign of 2m − T, with a margin for T − (T1 + T2) and the rounding of y
+            slack = 4.0 * (L * U * s2) + 4.0 * U * (2.0 * m)
+            y = 2.0 * m - (T1 + T2)
+            if force[i] >= 0:
+                dom = force[i] == 1
+                unsure = False
+            else:
+                dom = y > slack
+                unsure = (not dom) and y >= -slack
+            a = -1
             for j in range(L):
-                idx[nb] = j
-                nb += 1 if R[i, j] >= tau else 0
-            em = mb >> 52
-            for b in range(bits + 2):
-                cnt[b] = 0
-            for t in range(nb):
-                b = em - (Rb[i, idx[t]] >> 52)
-                cnt[(b if b < bits else bits) + 1] += 1
-            for b in range(bits + 1):
-                cnt[b + 1] += cnt[b]
-            for t in range(nb):
-                b = em - (Rb[i, idx[t]] >> 52)
-                b = b if b < bits else bits
-                order[cnt[b]] = idx[t]
-                cnt[b] += 1
-            D = 0.0
-            ts = T1                    # t_s = T₁ − Σ_big q₁: exact (every partial q₁ sum is)
-            for t in range(nb):
-                j = order[t]
-                go = D <= 0.0
-                D = D + R[i, j] if go else D - R[i, j]
-                M[i, j] = 1 if go else 0
-                ts -= q1[j]
-            # small atoms: the index-order prefix whose doubled q₁ sum crosses t_s − D joins S
-            target = ts - D
-            k, cs, before = prefix_crossing(qs, L, target)
-            d_with = D + (2.0 * cs - ts)
-            d_wo = D + (2.0 * before - ts)
-            for j in range(k):         # the prefix before the crossing atom joins S
-                M[i, j] = 1 if R[i, j] < tau else M[i, j]
-            # first fit after the crossing atom: D = d_wo ≤ 0; a small atom joins S when
-            # that keeps D ≤ 0, until |D| ≤ stop (then the row closes, no flips needed).
-            # The choices go to a 64-bit word (FF_WIN ≤ 64), not to M, inside the loop.
-            stop = stop_rel * T1
-            D = d_wo
-            hj = k + 1 + FF_WIN if k + 1 + FF_WIN < L else L
-            fw = np.uint64(0)
-            nf = 0
-            for j in range(k + 1, hj):
-                if abs(D) <= stop:
-                    break
-                x = R[i, j]
-                cand = D + 2.0 * x
-                go = (x < tau) & (cand <= 0.0)
-                D = cand if go else D
-                fw |= np.uint64(go) << np.uint64(nf)
-                nf += 1
-            # the mirror image when the forward pass did not close: from d_with ≥ 0 (the
-            # crossing atom in S) a prefix atom leaves S when that keeps D ≥ 0, going back
-            Db = d_with
-            bw = np.uint64(0)
-            nw = 0
-            if k < L and abs(D) > stop:
-                lj = k - FF_WIN if k - FF_WIN > 0 else 0
-                for j in range(k - 1, lj - 1, -1):
-                    if abs(Db) <= stop:
+                M[i, j] = 0
+            if dom:
+                for j in range(L):
+                    if Rb[i, j] == mb:
+                        a = j
+                        break
+                M[i, a] = 1
+                A1 = q1[a]
+                A2 = q2[a]
+            else:
+                for j in range(L):     # q₁ of the small atoms, 0 for the big ones
+                    qs[j] = q1[j] if R[i, j] < tau else 0.0
+                # greedy on the big atoms in (exponent, index) order; the max is big, so the
+                # largest big exponent is the max's.  The big atoms of each 64-atom word are
+                # a bit mask (a vectorised compare), sorted into one mask per exponent step
+                # below the max (the last step also holds the lower ones), and the greedy
+                # walks the masks' set bits: steps in order, indices in order in each
+                em = mb >> 52
+                for b in range(bits + 1):
+                    for w in range(nwd):
+                        W[b, w] = 0
+                for w in range(nwd):
+                    j0 = w * 64
+                    xs = R[i, j0:min(L, j0 + 64)]
+                    wb = np.uint64(0)
+                    for t in range(xs.shape[0]):
+                        wb |= np.uint64(xs[t] >= tau) << np.uint64(t)
+                    while wb != 0:
+                        t = trailing_zeros(wb)
+                        wb &= wb - np.uint64(1)
+                        b = em - (Rb[i, j0 + t] >> 52)
+                        W[b if b < bits else bits, w] |= np.uint64(1) << t
+                D = 0.0
+                ts = T1                # t_s = T₁ − Σ_big q₁: exact (every partial q₁ sum is)
+                for b in range(bits + 1):
+                    for w in range(nwd):
+                        wb = W[b, w]
+                        while wb != 0:
+                            j = np.uint64(64 * w) + trailing_zeros(wb)
+                            wb &= wb - np.uint64(1)
+                            go = D <= 0.0
+                            D = D + R[i, j] if go else D - R[i, j]
+                            M[i, j] = 1 if go else 0
+                            ts -= q1[j]
+                # small atoms: the index-order prefix whose doubled q₁ sum crosses t_s − D
+                # joins S
+                target = ts - D
+                k, cs, before = prefix_crossing(qs, L, target)
+                d_with = D + (2.0 * cs - ts)
+                d_wo = D + (2.0 * before - ts)
+                for j in range(k):     # the prefix before the crossing atom joins S
+                    M[i, j] = 1 if R[i, j] < tau else M[i, j]
+                # first fit after the crossing atom: D = d_wo ≤ 0; a small atom joins S when
+                # that keeps D ≤ 0, until |D| ≤ stop (then the row closes, no flips needed).
+                # The choices go to a 64-bit word (FF_WIN ≤ 64), not to M, inside the loop.
+                stop = stop_rel * T1
+                D = d_wo
+                hj = k + 1 + FF_WIN if k + 1 + FF_WIN < L else L
+                fw = np.uint64(0)
+                nf = 0
+                for j in range(k + 1, hj):
+                    if abs(D) <= stop:
                         break
                     x = R[i, j]
-                    cand = Db - 2.0 * x
-                    go = (x < tau) & (cand >= 0.0)
-                    Db = cand if go else Db
-                    bw |= np.uint64(go) << np.uint64(nw)
-                    nw += 1
-            if k < L and abs(Db) <= abs(D):         # the crossing atom's side does better
-                M[i, k] = 1 if R[i, k] < tau else M[i, k]
-                for t in range(nw):            # branch-free: the leavers' bits cleared
-                    M[i, k - 1 - t] &= np.uint8(1 - ((bw >> np.uint64(t)) & np.uint64(1)))
-                D = Db
+                    cand = D + 2.0 * x
+                    go = (x < tau) & (cand <= 0.0)
+                    D = cand if go else D
+                    fw |= np.uint64(go) << np.uint64(nf)
+                    nf += 1
+                # the mirror image when the forward pass did not close: from d_with ≥ 0 (the
+                # crossing atom in S) a prefix atom leaves S when that keeps D ≥ 0, going back
+                Db = d_with
+                bw = np.uint64(0)
+                nw = 0
+                if k < L and abs(D) > stop:
+                    lj = k - FF_WIN if k - FF_WIN > 0 else 0
+                    for j in range(k - 1, lj - 1, -1):
+                        if abs(Db) <= stop:
+                            break
+                        x = R[i, j]
+                        cand = Db - 2.0 * x
+                        go = (x < tau) & (cand >= 0.0)
+                        Db = cand if go else Db
+                        bw |= np.uint64(go) << np.uint64(nw)
+                        nw += 1
+                if k < L and abs(Db) <= abs(D):     # the crossing atom's side does better
+                    M[i, k] = 1 if R[i, k] < tau else M[i, k]
+                    for t in range(nw):        # branch-free: the leavers' bits cleared
+                        M[i, k - 1 - t] &= np.uint8(1 - ((bw >> np.uint64(t)) & np.uint64(1)))
+                    D = Db
+                else:
+                    for t in range(nf):        # branch-free: the joiners' bits set
+                        M[i, k + 1 + t] |= np.uint8((fw >> np.uint64(t)) & np.uint64(1))
+                # best single flips
+                for _ in range(flips):
+                    if abs(D) <= stop:
+                        break
+                    v, j = _best_flip(R, M, i, D)
+                    if j < 0 or not v < abs(D):
+                        break
+                    D = D - (4.0 * M[i, j] - 2.0) * R[i, j]
+                    M[i, j] = 1 - M[i, j]
+                A1, A2 = _msum2(q1, q2, M[i])
+            P[0, r] = A1               # the exact parts, rounded below for RB rows at once
+            P[1, r] = A2
+            P[2, r] = T1
+            P[3, r] = T2
+            P[4, r] = s2
+            P[5, r] = sc
+            P[6, r] = m
+            state[i] = 3 if m < TINY else (4 if unsure else (0 if dom else 5))
+        # the outward rounding (C7) of RB rows: one loop of straight-line code that
+        # vectorises across rows (one row's chain of dependent roundings would stall)
+        nr = bhi - blo
+        for r in range(nr):
+            Q[0, r], Q[1, r], Q[2, r], Q[3, r] = outward_bounds(P[0, r], P[1, r], P[2, r], P[3, r],
+                                                                P[4, r], L, P[5, r])
+        for r in range(nr):
+            i = blo + r
+            tot = P[2, r] + P[3, r]    # the row total to ~1 ulp (descriptive row_sum)
+            cols[4, i] = tot
+            cols[5, i] = P[6, r] / tot
+            cols[0, i] = Q[0, r]
+            cols[3, i] = Q[3, r]
+            st = state[i]
+            if st == 5:                # a non-optimal split's θ_hi, gap_lo bound nothing
+                cols[1, i] = 1.0
+                cols[2, i] = 0.0
+                state[i] = 1 if 1.0 - Q[0, r] <= thr else 2
             else:
-                for t in range(nf):            # branch-free: the joiners' bits set
-                    M[i, k + 1 + t] |= np.uint8((fw >> np.uint64(t)) & np.uint64(1))
-            # best single flips
-            for _ in range(flips):
-                if abs(D) <= stop:
-                    break
-                v, j = _best_flip(R, M, i, D)
-                if j < 0 or not v < abs(D):
-                    break
-                D = D - (4.0 * M[i, j] - 2.0) * R[i, j]
-                M[i, j] = 1 - M[i, j]
-            A1, A2 = _msum2(q1, q2, M[i])
-        bounds_from_parts(A1, A2, T1, T2, s2, L, sc, cols[:, i])
-        cols[5, i] = m / cols[4, i]
-        if m < TINY:
-            state[i] = 3
-        elif unsure:
-            state[i] = 4
-        elif dom:
-            state[i] = 0
-        else:                          # a non-optimal split's θ_hi, gap_lo bound nothing
-            cols[1, i] = 1.0
-            cols[2, i] = 0.0
-            state[i] = 1 if 1.0 - cols[0, i] <= thr else 2
+                cols[1, i] = Q[1, r]
+                cols[2, i] = Q[2, r]
 
 
 @numba.njit(cache=True)
@@ -228,8 +246,8 @@ def _span(R, force, flips, stop_rel, thr, M, cols, state, bits, lo, hi):
     # rows lo..hi−1 with their own scratch (allocated once per span, not per row)
     L = R.shape[1]
     _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, np.empty(L), np.empty(L),
-          np.empty(L), np.empty(L, np.int64), np.empty(L, np.int64), np.empty(bits + 2, np.int64),
-          np.empty(1, np.int64))
+          np.empty(L), np.empty((bits + 1, (L + 63) >> 6), np.uint64), np.empty(1, np.int64),
+          np.empty((7, RB)), np.empty((4, RB)))
 
 
 # Two separately defined dispatchers: numba's on-disk cache is keyed by the function's name

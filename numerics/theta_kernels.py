@@ -180,6 +180,13 @@ def bounds_from_parts(A1, A2, T1, T2, s2, L, scale, out):
     relative precision.  out[0:5] = θ_lo, θ_hi, gap_lo, gap_hi (of the witness), total.
     """
     out[4] = T1 + T2                   # the row total to ~1 ulp (descriptive row_sum)
+    out[0], out[1], out[2], out[3] = outward_bounds(A1, A2, T1, T2, s2, L, scale)
+
+
+@numba.njit(cache=True, inline="always")
+def outward_bounds(A1, A2, T1, T2, s2, L, scale):
+    """(θ_lo, θ_hi, gap_lo, gap_hi) of :func:`bounds_from_parts`, as a tuple: straight-line
+    code, so a loop over rows of it vectorises (stage A rounds 64 rows at a time)."""
     B1 = T1 - A1                       # exact: multiples of u·σ₁, |·| ≤ σ₁
     B2 = T2 - A2
     D1 = (A1 - B1) * scale
@@ -217,10 +224,8 @@ def bounds_from_parts(A1, A2, T1, T2, s2, L, scale, out):
     g_hi = min(g_hi, _up(1.0 - th_lo))
     th_hi = min(th_hi, _up(1.0 - g_lo))
     g_lo = max(g_lo, _dn(1.0 - th_hi))
-    out[0] = min(max(th_lo, 0.0), 1.0)
-    out[1] = min(max(th_hi, 0.0), 1.0)
-    out[2] = min(max(g_lo, 0.0), 1.0)
-    out[3] = min(max(g_hi, 0.0), 1.0)
+    return (min(max(th_lo, 0.0), 1.0), min(max(th_hi, 0.0), 1.0), min(max(g_lo, 0.0), 1.0),
+            min(max(g_hi, 0.0), 1.0))
 
 
 # ----------------------------------------------------------------------------- search
