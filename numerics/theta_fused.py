@@ -125,9 +125,6 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
                 # below the max (the last step also holds the lower ones), and the greedy
                 # walks the masks' set bits: steps in order, indices in order in each
                 em = mb >> 52
-                for b in range(bits + 1):
-                    for w in range(nwd):
-                        W[b, w] = 0
                 for w in range(nwd):
                     j0 = w * 64
                     xs = R[i, j0:min(L, j0 + 64)]
@@ -144,6 +141,7 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
                 for b in range(bits + 1):
                     for w in range(nwd):
                         wb = W[b, w]
+                        W[b, w] = 0            # zero again for the next row (no memset)
                         while wb != 0:
                             j = np.uint64(64 * w) + trailing_zeros(wb)
                             wb &= wb - np.uint64(1)
@@ -246,7 +244,7 @@ def _span(R, force, flips, stop_rel, thr, M, cols, state, bits, lo, hi):
     # rows lo..hi−1 with their own scratch (allocated once per span, not per row)
     L = R.shape[1]
     _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, np.empty(L), np.empty(L),
-          np.empty(L), np.empty((bits + 1, (L + 63) >> 6), np.uint64), np.empty(1, np.int64),
+          np.empty(L), np.zeros((bits + 1, (L + 63) >> 6), np.uint64), np.empty(1, np.int64),
           np.empty((7, RB)), np.empty((4, RB)))
 
 
