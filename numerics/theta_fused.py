@@ -70,14 +70,29 @@ def _best_flip(R, M, i, D):
     return v, bj
 
 
+@numba.njit(cache=True, inline="always")
+def _expand(Sw, m):
+    # the witness as bits (one word per 64 atoms) to the uint8 mask m: fixed-count loops
+    # that vectorise, where byte stores scattered over the search would stall its final sum
+    L = m.shape[0]
+    for w in range(Sw.shape[0]):
+        j0 = w * 64
+        mw = m[j0:min(L, j0 + 64)]
+        x = Sw[w]
+        for t in range(mw.shape[0]):
+            mw[t] = np.uint8((x >> np.uint64(t)) & np.uint64(1))
+
+
 @numba.njit(cache=True, error_model="numpy")
-def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, qs, W, bi, P, Q):
+def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, qs, bi, P, Q, jt, bj, rib,
+          cnt, order, Sw, Wb):
     n, L = R.shape
     c = int(np.ceil(np.log2(L + 2.0))) + 1
     Rb = R.view(np.int64)
     bf = bi.view(np.float64)
     tau_scale = POW2[1074 - bits]       # 2^−bits, exact (a table read, not a pow() per row)
     nwd = (L + 63) >> 6                # 64-atom words per row
+    ones = np.uint64(0xFFFFFFFFFFFFFFFF)
     for blo in range(lo, hi, RB):
         bhi = min(hi, blo + RB)
         for i in range(blo, bhi):
@@ -105,15 +120,17 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
             else:
                 dom = y > slack
                 unsure = (not dom) and y >= -slack
-            a = -1
-            for j in range(L):
-                M[i, j] = 0
+            # the witness S is built as bits Sw (one word per 64 atoms), written to M once
+            for w in range(nwd):
+                Sw[w] = 0
             if dom:
+                a = 0
                 for j in range(L):
                     if Rb[i, j] == mb:
                         a = j
                         break
-                M[i, a] = 1
+                Sw[a >> 6] = np.uint64(1) << np.uint64(a & 63)
+                _expand(Sw, M[i])
                 A1 = q1[a]
                 A2 = q2[a]
             else:
@@ -121,45 +138,61 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
                     qs[j] = q1[j] if R[i, j] < tau else 0.0
                 # greedy on the big atoms in (exponent, index) order; the max is big, so the
                 # largest big exponent is the max's.  The big atoms of each 64-atom word are
-                # a bit mask (a vectorised compare), sorted into one mask per exponent step
-                # below the max (the last step also holds the lower ones), and the greedy
-                # walks the masks' set bits: steps in order, indices in order in each
+                # a bit mask Wb (a vectorised compare); walking its set bits gives each big
+                # atom's exponent step below the max (the last step also holds the lower
+                # ones) and its rank within its step; then a stable counting sort, and the
+                # greedy: three loops of one trip count each (the trip counts are what the
+                # branch predictor cannot know)
                 em = mb >> 52
+                for b in range(bits + 1):
+                    cnt[b] = 0
+                nb = 0
                 for w in range(nwd):
                     j0 = w * 64
                     xs = R[i, j0:min(L, j0 + 64)]
                     wb = np.uint64(0)
                     for t in range(xs.shape[0]):
                         wb |= np.uint64(xs[t] >= tau) << np.uint64(t)
+                    Wb[w] = wb
                     while wb != 0:
-                        t = trailing_zeros(wb)
+                        j = np.uint64(j0) + trailing_zeros(wb)
                         wb &= wb - np.uint64(1)
-                        b = em - (Rb[i, j0 + t] >> 52)
-                        W[b if b < bits else bits, w] |= np.uint64(1) << t
+                        b = em - (Rb[i, j] >> 52)
+                        b = b if b < bits else bits
+                        jt[nb] = j
+                        bj[nb] = b
+                        cb = cnt[b]
+                        rib[nb] = cb
+                        cnt[b] = cb + 1
+                        nb += 1
+                cb = 0
+                for b in range(bits + 1):  # counts to starting places
+                    cn = cnt[b]
+                    cnt[b] = cb
+                    cb += cn
+                for t in range(nb):
+                    order[np.uint64(cnt[bj[t]] + rib[t])] = jt[t]
                 D = 0.0
                 ts = T1                # t_s = T₁ − Σ_big q₁: exact (every partial q₁ sum is)
-                for b in range(bits + 1):
-                    for w in range(nwd):
-                        wb = W[b, w]
-                        W[b, w] = 0            # zero again for the next row (no memset)
-                        while wb != 0:
-                            j = np.uint64(64 * w) + trailing_zeros(wb)
-                            wb &= wb - np.uint64(1)
-                            go = D <= 0.0
-                            D = D + R[i, j] if go else D - R[i, j]
-                            M[i, j] = 1 if go else 0
-                            ts -= q1[j]
+                for t in range(nb):
+                    j = order[t]
+                    go = D <= 0.0
+                    D = D + R[i, j] if go else D - R[i, j]
+                    Sw[j >> np.uint64(6)] |= np.uint64(go) << (j & np.uint64(63))
+                    ts -= q1[j]
                 # small atoms: the index-order prefix whose doubled q₁ sum crosses t_s − D
                 # joins S
                 target = ts - D
                 k, cs, before = prefix_crossing(qs, L, target)
                 d_with = D + (2.0 * cs - ts)
                 d_wo = D + (2.0 * before - ts)
-                for j in range(k):     # the prefix before the crossing atom joins S
-                    M[i, j] = 1 if R[i, j] < tau else M[i, j]
+                for w in range(nwd):   # the small atoms before the crossing atom join S
+                    nbit = min(max(k - 64 * w, 0), 64)
+                    below = ones if nbit == 64 else (np.uint64(1) << np.uint64(nbit)) - np.uint64(1)
+                    Sw[w] |= below & ~Wb[w]
                 # first fit after the crossing atom: D = d_wo ≤ 0; a small atom joins S when
                 # that keeps D ≤ 0, until |D| ≤ stop (then the row closes, no flips needed).
-                # The choices go to a 64-bit word (FF_WIN ≤ 64), not to M, inside the loop.
+                # The choices go to a 64-bit word (FF_WIN ≤ 64) inside the loop.
                 stop = stop_rel * T1
                 D = d_wo
                 hj = k + 1 + FF_WIN if k + 1 + FF_WIN < L else L
@@ -191,14 +224,21 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
                         bw |= np.uint64(go) << np.uint64(nw)
                         nw += 1
                 if k < L and abs(Db) <= abs(D):     # the crossing atom's side does better
-                    M[i, k] = 1 if R[i, k] < tau else M[i, k]
-                    for t in range(nw):        # branch-free: the leavers' bits cleared
-                        M[i, k - 1 - t] &= np.uint8(1 - ((bw >> np.uint64(t)) & np.uint64(1)))
+                    if R[i, k] < tau:
+                        Sw[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+                    while bw != 0:             # the leavers (bit t: atom k − 1 − t) leave
+                        jl = k - 1 - np.int64(trailing_zeros(bw))
+                        bw &= bw - np.uint64(1)
+                        Sw[jl >> 6] &= ~(np.uint64(1) << np.uint64(jl & 63))
                     D = Db
-                else:
-                    for t in range(nf):        # branch-free: the joiners' bits set
-                        M[i, k + 1 + t] |= np.uint8((fw >> np.uint64(t)) & np.uint64(1))
-                # best single flips
+                elif fw != 0:                  # the joiners (bit t: atom k + 1 + t) join
+                    w0 = (k + 1) >> 6
+                    off = np.uint64((k + 1) & 63)
+                    Sw[w0] |= fw << off
+                    if off != 0 and w0 + 1 < nwd:
+                        Sw[w0 + 1] |= fw >> (np.uint64(64) - off)
+                _expand(Sw, M[i])
+                # best single flips (on M)
                 for _ in range(flips):
                     if abs(D) <= stop:
                         break
@@ -243,9 +283,12 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
 def _span(R, force, flips, stop_rel, thr, M, cols, state, bits, lo, hi):
     # rows lo..hi−1 with their own scratch (allocated once per span, not per row)
     L = R.shape[1]
+    nwd = (L + 63) >> 6
+    u64 = np.uint64
     _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, np.empty(L), np.empty(L),
-          np.empty(L), np.zeros((bits + 1, (L + 63) >> 6), np.uint64), np.empty(1, np.int64),
-          np.empty((7, RB)), np.empty((4, RB)))
+          np.empty(L), np.empty(1, np.int64), np.empty((7, RB)), np.empty((4, RB)), np.empty(L, u64),
+          np.empty(L, np.int64), np.empty(L, np.int64), np.empty(bits + 1, np.int64), np.empty(L, u64),
+          np.empty(nwd, u64), np.empty(nwd, u64))
 
 
 # Two separately defined dispatchers: numba's on-disk cache is keyed by the function's name
