@@ -304,11 +304,12 @@ def prefix_crossing(qs, L, target):
 
     Returns (k, Σ_{j≤k} q_j, Σ_{j<k} q_j); k = L when no prefix reaches the target.
     Every partial sum is exact (the q's are parts of an error-free extraction), so the
-    block-of-8 shortcut does not change the result.
+    block-of-8 shortcut and the order of the sums do not change the result.  The q's are
+    ≥ 0, so the prefix sums only grow: inside the crossing block, k is the count of
+    prefixes still below the target, taken over all (up to) 8 atoms — a fixed-count loop
+    in place of an exit the branch predictor would miss.
     """
     c = 0.0
-    before = 0.0
-    k = L
     j = 0
     while j + 8 <= L:                   # exact block sums first, then inside the block
         bs = ((qs[j] + qs[j + 1]) + (qs[j + 2] + qs[j + 3])) + \
@@ -317,16 +318,20 @@ def prefix_crossing(qs, L, target):
             break
         c += bs
         j += 8
-    while j < L:
-        before = c
-        c += qs[j]
-        if 2.0 * c >= target:
-            k = j
-            break
-        j += 1
-    if k == L:
-        before = c
-    return k, c, before
+    e = j + 8 if j + 8 < L else L
+    below = c                           # the prefix sum through the last atom below
+    nbl = 0
+    cc = c
+    for t in range(j, e):
+        cc += qs[t]
+        b = 2.0 * cc < target
+        nbl += 1 if b else 0
+        below = cc if b else below
+    k = j + nbl
+    if k < e:
+        return k, below + qs[k], below
+    return L, cc, cc
+
 
 @numba.njit(cache=True)
 def big_greedy_tail(x, q1, m, bits, mk, idx, order, cnt, qs):

@@ -379,3 +379,22 @@ def test_stable_argsort_rows_matches_numpy_stable_sort():
         if t % 10 == 0:
             R[0] = 0.25
         assert np.array_equal(tr.stable_argsort_rows(R), np.argsort(R, axis=1, kind="stable"))
+
+
+def test_prefix_crossing_matches_a_running_sum():
+    # the first k with 2·(q_0 + … + q_k) ≥ target, by a plain running sum (the q's are
+    # integers here, so every sum is exact, as the extraction's parts are); targets on,
+    # between and beyond the prefix sums, zeros and signed zeros included
+    rng = np.random.default_rng(13)
+    for _ in range(4000):
+        L = int(rng.integers(1, 90))
+        q = rng.integers(0, 4, L).astype(float) * (rng.random(L) < 0.7)
+        pre = np.cumsum(q)
+        target = float(rng.choice([2.0 * pre[rng.integers(0, L)], 2.0 * pre[rng.integers(0, L)] + 1.0,
+                                   rng.uniform(-1.0, 2.0 * pre[-1] + 2.0), 0.0, -0.0, 2.0 * pre[-1] + 1.0]))
+        k, c, before = L, float(pre[-1]), float(pre[-1])
+        for j in range(L):
+            if 2.0 * pre[j] >= target:
+                k, c, before = j, float(pre[j]), float(pre[j - 1]) if j else 0.0
+                break
+        assert tk.prefix_crossing(q, L, target) == (k, c, before)
