@@ -85,7 +85,7 @@ def _expand(Sw, m):
 
 @numba.njit(cache=True, error_model="numpy")
 def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, qs, bi, P, Q, jt, bj, rib,
-          cnt, order, Sw, Wb):
+          cnt, order, Sw, Wb, p2x):
     n, L = R.shape
     c = int(np.ceil(np.log2(L + 2.0))) + 1
     Rb = R.view(np.int64)
@@ -149,10 +149,15 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
                 nb = 0
                 for w in range(nwd):
                     j0 = w * 64
-                    xs = R[i, j0:min(L, j0 + 64)]
+                    j1 = min(L, j0 + 64)
+                    xs = R[i, j0:j1]
+                    ps = p2x[j0:j1]
                     wb = np.uint64(0)
                     for t in range(xs.shape[0]):
-                        wb |= np.uint64(xs[t] >= tau) << np.uint64(t)
+                        x = xs[t]
+                        big = x >= tau
+                        ps[t] = np.inf if big else 2.0 * x     # first fit's steps (below)
+                        wb |= np.uint64(big) << np.uint64(t)
                     Wb[w] = wb
                     while wb != 0:
                         j = np.uint64(j0) + trailing_zeros(wb)
@@ -192,7 +197,11 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
                     Sw[w] |= below & ~Wb[w]
                 # first fit after the crossing atom: D = d_wo ≤ 0; a small atom joins S when
                 # that keeps D ≤ 0, until |D| ≤ stop (then the row closes, no flips needed).
-                # The choices go to a 64-bit word (FF_WIN ≤ 64) inside the loop.
+                # The choices go to a 64-bit word (FF_WIN ≤ 64) inside the loop.  The test
+                # fl(D + 2x) ≤ 0 is made as 2x ≤ −D, off the addition's latency: the same
+                # answer, as rounding is monotone, 0 is a float and a nonzero exact sum of two
+                # floats never rounds to 0; p2x = +inf for the big atoms makes it fail there
+                # (and likewise fl(D − 2x) ≥ 0 ⇔ D ≥ 2x going back)
                 stop = stop_rel * T1
                 D = d_wo
                 hj = k + 1 + FF_WIN if k + 1 + FF_WIN < L else L
@@ -201,10 +210,9 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
                 for j in range(k + 1, hj):
                     if abs(D) <= stop:
                         break
-                    x = R[i, j]
-                    cand = D + 2.0 * x
-                    go = (x < tau) & (cand <= 0.0)
-                    D = cand if go else D
+                    p = p2x[j]
+                    go = p <= -D
+                    D = D + p if go else D
                     fw |= np.uint64(go) << np.uint64(nf)
                     nf += 1
                 # the mirror image when the forward pass did not close: from d_with ≥ 0 (the
@@ -217,10 +225,9 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
                     for j in range(k - 1, lj - 1, -1):
                         if abs(Db) <= stop:
                             break
-                        x = R[i, j]
-                        cand = Db - 2.0 * x
-                        go = (x < tau) & (cand >= 0.0)
-                        Db = cand if go else Db
+                        p = p2x[j]
+                        go = Db >= p
+                        Db = Db - p if go else Db
                         bw |= np.uint64(go) << np.uint64(nw)
                         nw += 1
                 if k < L and abs(Db) <= abs(D):     # the crossing atom's side does better
@@ -288,7 +295,7 @@ def _span(R, force, flips, stop_rel, thr, M, cols, state, bits, lo, hi):
     _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, np.empty(L), np.empty(L),
           np.empty(L), np.empty(1, np.int64), np.empty((7, RB)), np.empty((4, RB)), np.empty(L, u64),
           np.empty(L, np.int64), np.empty(L, np.int64), np.empty(bits + 1, np.int64), np.empty(L, u64),
-          np.empty(nwd, u64), np.empty(nwd, u64))
+          np.empty(nwd, u64), np.empty(nwd, u64), np.empty(L))
 
 
 # Two separately defined dispatchers: numba's on-disk cache is keyed by the function's name
