@@ -55,6 +55,36 @@ def _top_indices(x, K):
     return top
 
 
+@numba.njit(cache=True, inline="always")
+def _signed_sums(q1, q2, top, a, b, out, work):
+    # out[t] = fl(Σ_i s_i·q1[top[i]] + Σ_i s_i·q2[top[i]]) over i in a..b−1, s_i = −1 where
+    # bit i − a of t is set, else +1; for a = 0 the largest atom's sign is fixed (+1) and
+    # bit i − 1 gives s_i.  Each sum is formed left to right, atom by atom, as the plain
+    # loop would (x ± v per level, for all t at once); work holds the q₂ sums
+    tq1 = out
+    out2 = work
+    if a == 0:
+        tq1[0] = q1[top[0]]
+        out2[0] = q2[top[0]]
+        lo = 1
+    else:
+        tq1[0] = 0.0
+        out2[0] = 0.0
+        lo = a
+    m = 1
+    for i in range(lo, b):
+        v1 = q1[top[i]]
+        v2 = q2[top[i]]
+        for t in range(m):
+            tq1[t + m] = tq1[t] - v1
+            out2[t + m] = out2[t] - v2
+            tq1[t] = tq1[t] + v1
+            out2[t] = out2[t] + v2
+        m *= 2
+    for t in range(m):
+        tq1[t] = tq1[t] + out2[t]
+
+
 @numba.njit(cache=True)
 def _topk_row(x, K, mk, q1, q2):
     """(δ_lo, closes) for one row; writes the lemma's witness to mk when it has one."""
@@ -86,29 +116,11 @@ def _topk_row(x, K, mk, q1, q2):
     nr = 1 << (K - h)
     Lv = np.empty(nl)
     Rv = np.empty(nr)
-    # the signs as ±1.0 factors, not branches (a sign bit per term is a coin flip for the
-    # branch predictor); ±1·q is exact, so every a₁, a₂ is the same exact sum as before
-    tq1 = np.empty(K)
-    tq2 = np.empty(K)
-    for i in range(K):
-        tq1[i] = q1[top[i]]
-        tq2[i] = q2[top[i]]
-    for t in range(nl):
-        a1 = tq1[0]
-        a2 = tq2[0]
-        for i in range(1, h):
-            sg = 1.0 - 2.0 * ((t >> (i - 1)) & 1)
-            a1 += sg * tq1[i]
-            a2 += sg * tq2[i]
-        Lv[t] = a1 + a2
-    for t in range(nr):
-        a1 = 0.0
-        a2 = 0.0
-        for i in range(h, K):
-            sg = 1.0 - 2.0 * ((t >> (i - h)) & 1)
-            a1 += sg * tq1[i]
-            a2 += sg * tq2[i]
-        Rv[t] = a1 + a2
+    # bit i − 1 of t (of the left half; bit i − h of the right half) set: atom i gets −1;
+    # the sums are built by doubling, one vectorised pass per atom (every signed sum of
+    # q₁'s, of q₂'s, is exact anyway)
+    _signed_sums(q1, q2, top, 0, h, Lv, np.empty(nl))
+    _signed_sums(q1, q2, top, h, K, Rv, np.empty(nr))
     ol = np.argsort(Lv, kind="mergesort")
     orr = np.argsort(Rv, kind="mergesort")
     best = np.inf

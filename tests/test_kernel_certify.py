@@ -398,3 +398,29 @@ def test_prefix_crossing_matches_a_running_sum():
                 k, c, before = j, float(pre[j]), float(pre[j - 1]) if j else 0.0
                 break
         assert tk.prefix_crossing(q, L, target) == (k, c, before)
+
+
+def test_signed_sums_equal_the_plain_loop_bit_for_bit():
+    # the top-K lemma's half sums, built by doubling, against each sum formed by its own
+    # loop over the atoms (sign −1 where the bit is set), compared as bit patterns
+    rng = np.random.default_rng(14)
+    for _ in range(300):
+        L = int(rng.integers(2, 40))
+        q1 = rng.integers(0, 2 ** 20, L) * 2.0 ** -20 * (rng.random(L) < 0.8)
+        q2 = rng.integers(-2 ** 10, 2 ** 10, L) * 2.0 ** -60
+        K = int(rng.integers(2, min(L, 13) + 1))
+        top = rng.permutation(L)[:K]
+        h = (K + 1) // 2
+        for a, b in ((0, h), (h, K)):
+            n = 1 << (b - a - (1 if a == 0 else 0))
+            out = np.empty(n)
+            tr._signed_sums(q1, q2, top, a, b, out, np.empty(n))
+            ref = np.empty(n)
+            for t in range(n):
+                a1, a2, lo = (q1[top[0]], q2[top[0]], 1) if a == 0 else (0.0, 0.0, a)
+                for i in range(lo, b):
+                    sg = 1.0 - 2.0 * ((t >> (i - lo)) & 1)
+                    a1 += sg * q1[top[i]]
+                    a2 += sg * q2[top[i]]
+                ref[t] = a1 + a2
+            assert out.tobytes() == ref.tobytes()
