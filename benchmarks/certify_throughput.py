@@ -14,10 +14,13 @@
 
 Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
        [--stages] [--spreads]
-Wall-clock times, best of 7 repeats (the two certify runs interleaved; the row sum back to
-back, its rows warm in cache: the strictest yardstick); the load (and how many other tasks
-are running at that moment) is printed with the table, because other processes on the
-machine change every ratio.
+Wall-clock times.  Kernel table: each certify run is paired with a row sum timed just
+before it, back to back after an untimed sum (its rows warm in cache: the strictest
+yardstick), and the median of 15 such ratios is shown; a shared machine's slow spells then
+hit both sides of a ratio alike (a best-of-N of each side, taken at different moments,
+swung from 7x to 13x between runs at L = 64).  The CLI rows: best of 3.  The load (and how
+many other tasks are running at that moment) is printed with the table, because other
+processes on the machine change every ratio.
 """
 from __future__ import annotations
 
@@ -53,6 +56,23 @@ def best_of(fn, reps=3, clock=time.perf_counter):
     return min(t)
 
 
+def paired_ratios(fns, yard, reps=15, clock=time.perf_counter):
+    """Median over reps of fn's time / yard's time, each fn run paired with a yard run
+    timed just before it (after an untimed one, so its data are warm); the fns take turns
+    (a, b, c, a, b, c, …)."""
+    r = [[] for _ in fns]
+    for _ in range(reps):
+        for k, fn in enumerate(fns):
+            yard()
+            t0 = clock()
+            yard()
+            t1 = clock()
+            fn()
+            t2 = clock()
+            r[k].append((t2 - t1) / (t1 - t0))
+    return [float(np.median(x)) for x in r]
+
+
 def interleaved(fns, reps=7, clock=time.perf_counter):
     """Best time of each function, their runs interleaved (a, b, c, a, b, c, …), so that a
     slow spell of a shared machine hits all of them alike."""
@@ -74,7 +94,7 @@ def load():
 def kernel_table(elems, stages=False):
     certify_batch(rows(64, 64), 1e-6)           # compile / load the numba kernels outside the timing
     nt = numba.get_num_threads()
-    print(f"{'L':>6} {'rows':>7} {'closed':>9} {'1 thread':>9} {f'{nt} threads':>10}"
+    print(f"{'L':>6} {'rows':>7} {'closed':>9} {'1 thread':>9} {f'{nt} threads':>10} {'sum ns/row':>11}"
           f"  regimes(dom/closed/open)   (ratios: certify_batch time / R.sum(axis=1) time)")
     for L in (64, 256, 1024, 4096):
         n = max(16, elems // L)
@@ -94,9 +114,10 @@ def kernel_table(elems, stages=False):
             finally:
                 tk.LOAD_AWARE = old
 
-        # the row sum is timed back to back, its rows warm in cache from the previous sum:
-        # the strictest yardstick (interleaved with certify it measured ~1.5x slower)
-        t_s = best_of(lambda: R.sum(axis=1), reps=7)
+        # each run is paired with a row sum timed just before it, its rows warm in cache
+        # from an untimed sum (the strictest yardstick: a sum right after certify measured
+        # ~1.5x slower)
+        t_s = best_of(lambda: R.sum(axis=1), reps=REPS)      # for the ns/row column
         runs = [one, every]
         if stages:                 # stage A alone (the fused pass), one thread, interleaved too
             M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
@@ -109,13 +130,13 @@ def kernel_table(elems, stages=False):
                 finally:
                     numba.set_num_threads(nt)
             runs.append(stage_a)
-        t = interleaved(runs)
+        t = paired_ratios(runs, lambda: R.sum(axis=1), reps=REPS)
         reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
         closed = 1 - reg[2] / n
-        print(f"{L:>6} {n:>7} {100 * closed:>8.2f}% {t[0] / t_s:>8.1f}x {t[1] / t_s:>9.1f}x"
-              f"  {reg.tolist()}", flush=True)
+        print(f"{L:>6} {n:>7} {100 * closed:>8.2f}% {t[0]:>8.1f}x {t[1]:>9.1f}x"
+              f" {t_s / n * 1e9:>11.0f}  {reg.tolist()}", flush=True)
         if stages:
-            print(f"{'':>6} of which stage A (1 thread) {t[2] / t_s:5.1f}x", flush=True)
+            print(f"{'':>6} of which stage A (1 thread) {t[2]:5.1f}x", flush=True)
 
 
 def spread_table(elems):
@@ -142,6 +163,7 @@ def spread_table(elems):
 
 
 SPREADS = (0.3, 1.0, 5.0)
+REPS = 15               # paired runs per ratio in the kernel table (the median is shown)
 
 
 # The child reports its own peak RSS (VmHWM of its address space, which exec resets) at
