@@ -120,20 +120,26 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
             else:
                 dom = y > slack
                 unsure = (not dom) and y >= -slack
-            # the witness S is built as bits Sw (one word per 64 atoms), written to M once
-            for w in range(nwd):
-                Sw[w] = 0
             if dom:
                 a = 0
-                for j in range(L):
-                    if Rb[i, j] == mb:
-                        a = j
+                for w in range(nwd):   # the first index of the max: a compare mask per word
+                    j0 = w * 64
+                    xb = Rb[i, j0:min(L, j0 + 64)]
+                    e = np.uint64(0)
+                    for t in range(xb.shape[0]):
+                        e |= np.uint64(xb[t] == mb) << np.uint64(t)
+                    if e != 0:
+                        a = j0 + np.int64(trailing_zeros(e))
                         break
-                Sw[a >> 6] = np.uint64(1) << np.uint64(a & 63)
-                _expand(Sw, M[i])
+                for j in range(L):
+                    M[i, j] = 0
+                M[i, a] = 1
                 A1 = q1[a]
                 A2 = q2[a]
             else:
+                # the witness S is built as bits Sw (one word per 64 atoms), written to M once
+                for w in range(nwd):
+                    Sw[w] = 0
                 for j in range(L):     # q₁ of the small atoms, 0 for the big ones
                     qs[j] = q1[j] if R[i, j] < tau else 0.0
                 # greedy on the big atoms in (exponent, index) order; the max is big, so the
