@@ -14,6 +14,12 @@ this leaves about 0.3 % of the non-dominant rows to stage B (greedy + crossing +
 alone: 1.5–3 %).  The loops index R[i, j] directly; the few scratch arrays are allocated
 once per span of rows.
 
+Laid out for a CPU's branch predictor more than for its arithmetic (most of the cost on
+short rows is loop exits after row-dependent counts): the big atoms are bit masks and a
+counting sort over their set bits, the witness is built as bit words and written to the
+byte mask once, the crossing block is scanned with a fixed count, and the outward rounding
+runs for RB rows at a time in one vectorised loop.
+
 The decisions use elementwise IEEE operations in a fixed order and exact q₁ sums, and the
 torch twin (:mod:`numerics.theta_torch`) makes the same ones: every certificate is
 bit-identical across backends, thread counts and row orders (each row on its own).
