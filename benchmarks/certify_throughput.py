@@ -73,18 +73,6 @@ def paired_ratios(fns, yard, reps=15, clock=time.perf_counter):
     return [float(np.median(x)) for x in r]
 
 
-def interleaved(fns, reps=7, clock=time.perf_counter):
-    """Best time of each function, their runs interleaved (a, b, c, a, b, c, …), so that a
-    slow spell of a shared machine hits all of them alike."""
-    t = [[] for _ in fns]
-    for _ in range(reps):
-        for k, fn in enumerate(fns):
-            t0 = clock()
-            fn()
-            t[k].append(clock() - t0)
-    return [min(x) for x in t]
-
-
 def load():
     others = tk.others_running()
     return ("load average %.2f %.2f %.2f on %d cores" % (*os.getloadavg(), tk.cpu_count())
@@ -119,7 +107,7 @@ def kernel_table(elems, stages=False):
         # ~1.5x slower)
         t_s = best_of(lambda: R.sum(axis=1), reps=REPS)      # for the ns/row column
         runs = [one, every]
-        if stages:                 # stage A alone (the fused pass), one thread, interleaved too
+        if stages:                 # stage A alone (the fused pass), one thread, paired too
             M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
             force = np.full(n, -1, np.int8)
 

@@ -61,28 +61,26 @@ def _signed_sums(q1, q2, top, a, b, out, work):
     # bit i − a of t is set, else +1; for a = 0 the largest atom's sign is fixed (+1) and
     # bit i − 1 gives s_i.  Each sum is formed left to right, atom by atom, as the plain
     # loop would (x ± v per level, for all t at once); work holds the q₂ sums
-    tq1 = out
-    out2 = work
     if a == 0:
-        tq1[0] = q1[top[0]]
-        out2[0] = q2[top[0]]
+        out[0] = q1[top[0]]
+        work[0] = q2[top[0]]
         lo = 1
     else:
-        tq1[0] = 0.0
-        out2[0] = 0.0
+        out[0] = 0.0
+        work[0] = 0.0
         lo = a
     m = 1
     for i in range(lo, b):
         v1 = q1[top[i]]
         v2 = q2[top[i]]
         for t in range(m):
-            tq1[t + m] = tq1[t] - v1
-            out2[t + m] = out2[t] - v2
-            tq1[t] = tq1[t] + v1
-            out2[t] = out2[t] + v2
+            out[t + m] = out[t] - v1
+            work[t + m] = work[t] - v2
+            out[t] = out[t] + v1
+            work[t] = work[t] + v2
         m *= 2
     for t in range(m):
-        tq1[t] = tq1[t] + out2[t]
+        out[t] = out[t] + work[t]
 
 
 @numba.njit(cache=True)
