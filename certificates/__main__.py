@@ -2,13 +2,15 @@
 
 Exit codes, the same for every subcommand: 0 success; 1 a check or verification failed;
 2 bad input or usage (one line on stderr naming the file, row and problem; no traceback;
-nothing written or changed).
+nothing written or changed); 130 interrupted by Ctrl-C (one line; nothing written or changed).
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import signal
 import sys
+import threading
 
 from .inputs import DEFAULT_MAX_SUM_DEFECT, InputError
 
@@ -20,14 +22,21 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _probe_module():
-    """certificates.probe is optional here: the other subcommands work without it."""
+    """certificates.probe_cli is optional here: the other subcommands work without it."""
     try:
-        if importlib.util.find_spec("certificates.probe") is None:
+        if importlib.util.find_spec("certificates.probe_cli") is None:
             return None
     except (ImportError, ValueError):
         return None
-    from . import probe
-    return probe
+    return importlib.import_module("certificates.probe_cli")
+
+
+def _keys(text):
+    """--by KEY: one key or several separated by commas."""
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    if not keys:
+        raise argparse.ArgumentTypeError(f"empty key {text!r}")
+    return keys
 
 
 def build_parser(probe=None):
@@ -62,6 +71,10 @@ def build_parser(probe=None):
     r.add_argument("-o", "--out", required=True, metavar="REPORTDIR",
                    help="where report.md, report.html, stats.json and the figures go; only these files "
                         "are replaced or removed there")
+    r.add_argument("--by", nargs="+", metavar="KEY", type=_keys, action="extend",
+                   help="which tables to show, in this order: metadata keys (layer, head, step, …) or 'source' "
+                        "(one group per OUTDIR); commas also separate keys; give it after the OUTDIRs "
+                        "(default: every present key of run, step, layer, head, stack, kind)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     if probe is not None:
         probe.add_probe_parser(sub)
@@ -69,11 +82,36 @@ def build_parser(probe=None):
 
 
 def main(argv=None) -> int:
-    probe = _probe_module()
-    a = build_parser(probe).parse_args(argv)
+    """The command line; a Ctrl-C anywhere ends it with exit 130 and one line on stderr."""
+    # With RLIMIT_FSIZE, writing past the limit raises SIGXFSZ, whose default action kills
+    # the process (no cleanup, a temp folder left behind).  Ignored, the write fails with
+    # EFBIG instead, an OSError that certify cleans up after and reports in one line.
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    a = None
+    try:
+        a = build_parser(_probe_module()).parse_args(argv)
+        return _dispatch(a)
+    except KeyboardInterrupt:
+        # every writer cleans up on the way out (outdir.Staging.abort, probe's own cleanup);
+        # a second Ctrl-C from here on must not turn exit 130 into death by SIGINT
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        where = getattr(a, "out", None) or getattr(a, "outdir", None)     # None: interrupted while parsing
+        print(f"interrupted; {where} unchanged" if where else "interrupted; nothing changed", file=sys.stderr)
+        return 130
+
+
+def run(argv) -> int:
+    """Like main, for a caller that runs a subcommand in-process (probe): a Ctrl-C is not
+    turned into an exit code here but reaches the caller, which cleans up and ends the run."""
+    return _dispatch(build_parser(_probe_module()).parse_args(argv))
+
+
+def _dispatch(a) -> int:
     try:
         if a.cmd == "certify":
-            from .certify import run_certify
+            from .certify_files import run_certify
             from .report import fmt_theta
             s = run_certify(a.inputs, a.out, tolerance=a.tolerance, device=a.device,
                             max_sum_defect=a.max_sum_defect, progress=not a.no_progress, overwrite=a.overwrite)
@@ -86,10 +124,11 @@ def main(argv=None) -> int:
             return 1 if run_verify(a.outdir, progress=not a.no_progress, search=a.inputs) else 0
         if a.cmd == "report":
             from .report import write_report
-            write_report(a.dirs, a.out, progress=not a.no_progress)
+            by = [k for ks in a.by for k in ks] if a.by else None
+            write_report(a.dirs, a.out, progress=not a.no_progress, by=by)
             print(f"{a.out}: report.md, report.html and figures written")
             return 0
-        return int(probe.run_probe(a))
+        return int(_probe_module().run_probe(a))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ separate, stated check (see verify.LOGIT_REL).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import zipfile
 from dataclasses import dataclass, field
@@ -116,7 +117,7 @@ def load_source(path: str, sha256: str | None = None, hash_file: bool = True) ->
     if L < 2:
         raise InputError(path, f"L = {L}: θ needs at least two positions (θ = 0 for L = 1)")
     lead = arr.shape[:-1]
-    n = int(np.prod(lead)) if lead else 1
+    n = math.prod(lead)          # Python integers (np.prod wraps at 2^63); math.prod(()) is 1
     if n == 0:
         raise InputError(path, "no rows")
 

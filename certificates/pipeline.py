@@ -40,7 +40,8 @@ from numerics.rounding import down, frac_down, frac_up, up
 from numerics.theta import theta_exact
 from numerics.theta_bounds import count_delta_lower
 
-TOPK = 12               # top-K lemma: 2^(K−1) sign patterns per open row (verify uses this K)
+from .folder import CLOSE_FLOOR, EXACT_MAX_ATOMS, TOPK
+
 FLIPS = 3               # best single flips after the stage-A greedy
 SWAP_ROUNDS = 4         # exchange + flip rounds on open rows (stage B)
 MITM_K = 16             # atoms split exactly by the diffuse-row search (2 × 2^8 sums)
@@ -48,7 +49,7 @@ MITM_K = 16             # atoms split exactly by the diffuse-row search (2 × 2^
 
 def exact_max_atoms() -> int:
     """Largest count of nonzero atoms sent to theta_exact."""
-    return 24
+    return EXACT_MAX_ATOMS
 
 
 class _State:
@@ -104,7 +105,8 @@ def certify_batch(R: np.ndarray, tolerance: float, backend: str = "numpy", devic
 
     backend "numpy" (numba) or "torch" (stage A on ``device``; bit-identical results).
     Returns arrays theta_lo, theta_hi, gap_lo, gap_hi, p_max, regime, witness (bool mask),
-    row_sum.
+    row_sum; regime 0 dominant, 1 closed (hi − lo ≤ max(tolerance, CLOSE_FLOOR)), 2 open —
+    the labels certify writes.
     """
     R = np.ascontiguousarray(R, dtype=np.float64)
     n, L = R.shape
@@ -124,6 +126,9 @@ def certify_batch(R: np.ndarray, tolerance: float, backend: str = "numpy", devic
         _stage_c(R, op, st, exact_max)
     if op0.size:                                # the regime of the rows stages B–C worked on
         state[op0] = np.where(_closed(st.lo[op0], st.hi[op0], tolerance), 1, 2)
+        # the closing floor: fl(hi − lo) ≤ CLOSE_FLOOR/2 implies hi − lo ≤ CLOSE_FLOOR (one
+        # rounding), so rows the exact solver settled read closed even at tolerance 0
+        state[op0] = np.where((state[op0] == 2) & (st.hi[op0] - st.lo[op0] <= CLOSE_FLOOR / 2), 1, state[op0])
     return dict(theta_lo=st.lo, theta_hi=st.hi, gap_lo=st.gap_lo, gap_hi=st.gap_hi,
                 p_max=pm, regime=state, witness=st.M, row_sum=rs)
 
@@ -206,16 +211,3 @@ def _stage_c(R, op, st, exact_max):
         st.lo[i], st.hi[i] = frac_down(res.theta), frac_up(res.theta)
         st.gap_lo[i], st.gap_hi[i] = frac_down(gap), frac_up(gap)
         st.M[i] = [(res.mask >> j) & 1 == 1 for j in range(L)]
-
-
-def entropy(R: np.ndarray) -> np.ndarray:
-    """Shannon entropy (nats) of each row's normalisation; plain float64, descriptive only.
-
-    H = log T − (Σ x log x)/T with T = Σ x (0·log 0 = 0): one log pass over the raw row
-    instead of normalising first; clipped at 0 (H ≥ 0; the two terms cancel for one-hot rows).
-    """
-    R = np.asarray(R, dtype=np.float64)
-    T = R.sum(axis=1)
-    lx = np.zeros(R.shape)
-    np.log(R, out=lx, where=R > 0)
-    return np.maximum(np.log(T) - np.einsum("ij,ij->i", R, lx) / T, 0.0)

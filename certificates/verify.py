@@ -15,8 +15,18 @@ arithmetic, which has the last word:
   summary.json and the count lemma with K and with 0 top atoms (:func:`count_disc_lower`;
   with 0 and an odd number n of nonzero atoms: one side holds at least (n + 1)/2 of them,
   so |A − B| ≥ 2·(sum of the (n + 1)/2 smallest) − T);
-* regime 0 iff dominant; regime 1 (closed) claims hi − lo ≤ max(tolerance, 2^-50) (regime 2 claims
-  nothing); row_sum and p_max are within 4 ulps.
+* regime 0 iff dominant; regime 1 (closed) iff hi − lo ≤ max(tolerance, 2^-50), decided as
+  certify decides it (regime 2 needs hi − lo > tolerance·(1 − 2^-48) and > 2^-51: certify's
+  conservative float test never leaves a narrower row open), so the labels are a function of
+  the bounds and the stated tolerance;
+* row_sum and p_max within the error bound of the extraction certify computes them from
+  (:func:`sum_contract`; 4 ulps plus a term that matters only for L ≳ 10^5).
+
+Besides the rows, every number a reader sees is checked: certificates.npz and metadata.npz
+hold exactly their members (one reading, :func:`readers.npz_members`); metadata.npz's carried
+columns, ``input_index`` and ``length`` equal what the inputs give, ``entropy`` agrees within
+rounding; summary.json's derived numbers (regime counts, median, fraction) are recomputed,
+its constants are certify's, and each input's kind, dtype, tau, rows and L are the file's.
 
 Its work is bounded by the data: summary.json fields are validated against what certify
 can write (topk_K ≤ MAX_TOPK, so at most 2^(MAX_TOPK−1) sign patterns per row).
@@ -36,17 +46,21 @@ import json
 import os
 import sys
 import zipfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import numpy as np
 
+from . import folder as fmt
 from . import inputs as io
 from . import readers as rd
+from .outdir import JOURNAL, checkpoint, hold_sigint, ours, settle
 from .progress import Progress
 
-EXACT_ATOMS = 24
-CLOSE_FLOOR = Fraction(1, 2 ** 50)   # closed: hi − lo ≤ max(tolerance, 2^-50) (certify.CLOSE_FLOOR)
+EXACT_ATOMS = 24                 # verify's own exact replay (meet in the middle) up to this many atoms
+CLOSE_FLOOR = Fraction(fmt.CLOSE_FLOOR)   # closed: hi − lo ≤ max(tolerance, 2^-50)
+OPEN_MARGIN = Fraction(1, 2 ** 48)        # certify leaves a row open only if hi − lo > tol·(1 − 2^-48)
 MAX_TOPK = 16                    # certify uses 12; anything larger is not a certify output
 CHUNK_ELEMS = 1 << 20
 HEX = set("0123456789abcdef")
@@ -56,6 +70,22 @@ def LOGIT_REL(L: int) -> float:
     # exp within 4 ulps on each side (8u), two sums in any order (2γ_L ≈ 2L·u), one division each
     return (L + 16) * 2.0 ** -52
 REL = Fraction(1, 2 ** 51)       # 4 ulps relative, for the descriptive row_sum and p_max
+
+
+def sum_contract(L: int, wmax: int, T: int):
+    """(bound on |row_sum − T|/T, bound on |p_max − m/T|/(m/T)) for a row of length L whose
+    integer weights have maximum wmax and total T (any common scale).
+
+    certify's row_sum is fl(T₁ + T₂) of the error-free extraction (numerics.theta_kernels):
+    x = q₁ + q₂ + r with |r| ≤ 2^(e + 2c − 106) ≤ m·2^(2c − 105), where m < 2^e ≤ 2m and
+    c = ⌈log₂(L + 2)⌉ + 1, so |Σr| ≤ L·m·2^(2c − 105); with the final rounding,
+    |row_sum − T| ≤ 2^-53·T + (1 + 2^-53)·|Σr| ≤ 4 ulps·T + L·m·2^(2c − 104).  p_max =
+    fl(m/row_sum): relative error ≤ 2ε + 2^-52 when row_sum = T(1 + ε), |ε| ≤ 1/2.
+    Rows certify lifts or settles with fsum are correctly rounded, well inside.
+    """
+    c = (L + 1).bit_length() + 1            # ⌈log₂(L + 2)⌉ + 1, in integers
+    eps = REL + Fraction(L * wmax, T) * Fraction(2) ** (2 * c - 104)
+    return eps, 2 * eps + Fraction(1, 2 ** 52)
 
 
 def int_row(x: np.ndarray):
@@ -145,10 +175,11 @@ def check_row(x, rec, tol, K):
     w, e = int_row(x)
     T = sum(w)
     scale = Fraction(2) ** e
-    if abs(Fraction(vals["row_sum"]) - T * scale) > REL * T * scale:
-        bad.append(f"row_sum {vals['row_sum']!r} is not Σ of the row")
     wmax = max(w)
-    if abs(Fraction(vals["p_max"]) - Fraction(wmax, T)) > REL * Fraction(wmax, T):
+    eps_sum, eps_max = sum_contract(len(w), wmax, T)
+    if abs(Fraction(vals["row_sum"]) - T * scale) > eps_sum * T * scale:
+        bad.append(f"row_sum {vals['row_sum']!r} is not Σ of the row")
+    if eps_sum > Fraction(1, 2) or abs(Fraction(vals["p_max"]) - Fraction(wmax, T)) > eps_max * Fraction(wmax, T):
         bad.append(f"p_max {vals['p_max']!r} is not max/Σ")
     # witness replay (C7)
     A = sum(v for v, b in zip(w, rec["mask"]) if b)
@@ -176,6 +207,8 @@ def check_row(x, rec, tol, K):
                        f"(best re-derived gap lower bound {float(Fraction(dT * dT, T * T))!r})")
     if rec["regime"] == 1 and hi - lo > max(tol, CLOSE_FLOOR):
         bad.append("regime 1 (closed) but hi − lo > max(tolerance, 2^-50)")
+    if rec["regime"] == 2 and (hi - lo <= tol * (1 - OPEN_MARGIN) or hi - lo <= CLOSE_FLOOR / 2):
+        bad.append("regime 2 (open) but hi − lo is within the tolerance: certify closes such a row")
     if rec["regime"] not in (0, 1, 2):
         bad.append(f"unknown regime {rec['regime']}")
     return bad
@@ -206,13 +239,20 @@ def load_summary(outdir):
         raise io.InputError(outdir, f"cannot read summary.json ({type(exc).__name__}: {exc})") from None
     if not isinstance(s, dict):
         raise _bad(outdir, f"is a JSON {type(s).__name__}, not an object")
-    if not str(s.get("format", "")).startswith("attention-theta-certificates/"):
-        raise _bad(outdir, "format is not attention-theta-certificates/…")
+    if s.get("format") != fmt.FORMAT:
+        raise _bad(outdir, f"format {s.get('format')!r} is not {fmt.FORMAT!r}")
     checks = [("rows", _is_int(s.get("rows"), 1)), ("L_max", _is_int(s.get("L_max"), 2)),
               ("tolerance", _is_num(s.get("tolerance")) and s.get("tolerance") >= 0),
               ("topk_K", _is_int(s.get("topk_K"), 1, MAX_TOPK)),
               ("inputs", isinstance(s.get("inputs"), list) and len(s["inputs"]) > 0),
-              ("rows_sha256", _sha_ok(s.get("rows_sha256")))]
+              ("rows_sha256", _sha_ok(s.get("rows_sha256"))),
+              # constants of the format: a summary stating other values is not certify's
+              ("close_floor", s.get("close_floor") == fmt.CLOSE_FLOOR),
+              ("exact_max_atoms", s.get("exact_max_atoms") == fmt.EXACT_MAX_ATOMS
+               and _is_int(s.get("exact_max_atoms"))),
+              ("max_sum_defect", isinstance(s.get("max_sum_defect"), (int, float))
+               and not isinstance(s.get("max_sum_defect"), bool) and s["max_sum_defect"] >= 0),
+              ("files", isinstance(s.get("files"), list) and all(isinstance(x, str) for x in s["files"]))]
     for k, ok in checks:
         if not ok:
             raise _bad(outdir, f"field {k!r} = {s.get(k)!r} is not what certify writes"
@@ -222,23 +262,29 @@ def load_summary(outdir):
         ok = isinstance(inp, dict) and isinstance(inp.get("path"), str) and inp["path"] and \
             _sha_ok(inp.get("sha256")) and inp.get("kind") in ("rows", "logits") and \
             _is_int(inp.get("rows"), 1) and _is_int(inp.get("L"), 2, s["L_max"]) and \
-            _is_num(inp.get("tau", 1.0)) and inp.get("tau", 1.0) > 0
+            _is_num(inp.get("tau")) and inp["tau"] > 0 and inp.get("dtype") in io.FLOAT_DTYPES
         if ok and inp["kind"] == "logits":
             cr = inp.get("certified_rows")
             ok = isinstance(cr, dict) and cr.get("path") == f"certified-rows-{j}.npy" and _sha_ok(cr.get("sha256"))
         if not ok:
-            raise _bad(outdir, f"inputs[{j}] is malformed (path, sha256, kind, rows, L, tau"
+            raise _bad(outdir, f"inputs[{j}] is malformed (path, sha256, kind, dtype, rows, L, tau"
                        + (", certified_rows" if isinstance(inp, dict) and inp.get("kind") == "logits" else "") + ")")
         if inp["path"] in seen:
             raise _bad(outdir, f"inputs[{j}] repeats {inp['path']!r}")
         seen.add(inp["path"])
     if sum(i["rows"] for i in s["inputs"]) != s["rows"] or max(i["L"] for i in s["inputs"]) != s["L_max"]:
         raise _bad(outdir, "rows / L_max disagree with the inputs listed")
+    need = {"certificates.npz", "metadata.npz", "summary.json"} | \
+        {i["certified_rows"]["path"] for i in s["inputs"] if i["kind"] == "logits"}
+    listed = set(s["files"])
+    strange = sorted(f for f in listed if not ours(f))
+    if strange or not need <= listed or len(listed) != len(s["files"]):
+        raise _bad(outdir, "field 'files' does not list what certify writes"
+                   + (f" (not certify's: {strange[0]!r})" if strange else ""))
     return s
 
 
-NEED = {k: "float64" for k in ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "row_sum")}
-NEED.update(regime="int8", witness="uint8")
+NEED = fmt.CERT_DTYPES
 
 
 def load_certificates(outdir, N, Lmax):
@@ -252,21 +298,18 @@ def load_certificates(outdir, N, Lmax):
     W = (Lmax + 7) // 8
     out = {}
     try:
+        infos = rd.npz_members(path, expected=NEED)     # exactly these members, one reading
         with zipfile.ZipFile(path) as z:
-            infos = {i.filename[:-4]: i for i in z.infolist() if i.filename.endswith(".npy")}
             for k, d in NEED.items():
                 shape = (N, W) if k == "witness" else (N,)
-                if k not in infos:
-                    raise io.InputError(path, f"array {k!r} is missing")
                 info = infos[k]
                 m = rd.ZipMember(path, info)
                 if m.dtype != np.dtype(d) or tuple(m.shape) != shape or m.fortran:
                     raise io.InputError(path, f"array {k!r} is {m.dtype} {tuple(m.shape)}"
                                               f"{' (Fortran order)' if m.fortran else ''}; the format "
                                               f"requires {d} {shape}")
+                m.check_size()                          # exactly the bytes the header promises
                 if info.compress_type == zipfile.ZIP_STORED:
-                    if info.file_size - m.header_len < int(np.prod(shape)) * m.dtype.itemsize:
-                        raise rd.ReadError(f"{k} is truncated")
                     off = rd.stored_offset(path, info) + m.header_len
                     out[k] = np.memmap(path, dtype=m.dtype, mode="r", offset=off, shape=shape)
                 else:
@@ -274,7 +317,9 @@ def load_certificates(outdir, N, Lmax):
                         out[k] = np.lib.format.read_array(f, allow_pickle=False)
     except io.InputError:
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, rd.ReadError, KeyError) as exc:
+    except rd.ReadError as exc:
+        raise io.InputError(path, str(exc)) from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as exc:
         raise io.InputError(path, f"cannot read ({type(exc).__name__}: {exc})") from None
     return out
 
@@ -323,6 +368,66 @@ def _replay_chunk(R, cert, a, tol, K, problems):
     return int(n - ok.sum())
 
 
+def _same_input_fields(path, inp, src, problems):
+    """summary.json's record of an input must be what the file is (kind, rows, L checked by the caller)."""
+    for k, have in (("dtype", src.dtype), ("tau", src.tau), ("metadata_not_carried", src.skipped or None)):
+        if inp.get(k) != have:
+            problems.append(f"summary.json records {k} = {inp.get(k)!r} for {path}; the file gives {have!r}")
+
+
+def load_metadata(outdir, sources, N, problems):
+    """metadata.npz, checked: exactly the carried columns, input_index, length and entropy (else
+    exit 2); every column but entropy equal to what the inputs give (else a discrepancy);
+    entropy is checked row by row in the replay."""
+    path = os.path.join(outdir, "metadata.npz")
+    want = fmt.carried_metadata(sources)
+    try:
+        got = fmt.read_arrays(path, expected=[*want, "entropy"])
+    except rd.ReadError as exc:
+        raise io.InputError(path, str(exc)) from None
+    ent = got["entropy"]
+    if ent.dtype != np.float64 or ent.shape != (N,) or ent.ndim != 1:
+        raise io.InputError(path, f"column 'entropy' is {ent.dtype} {ent.shape}; the format requires float64 ({N},)")
+    for k, v in want.items():
+        g = got[k]
+        if g.dtype != v.dtype or g.shape != v.shape:
+            raise io.InputError(path, f"column {k!r} is {g.dtype} {g.shape}; the inputs give {v.dtype} {v.shape}")
+        if not np.array_equal(g, v, equal_nan=v.dtype.kind == "f"):
+            r = int(np.argmax(~((g == v) | ((g != g) & (v != v)))))
+            problems.append(f"metadata.npz: row {r}: {k} = {g[r]!r}; the inputs give {v[r]!r}")
+    return got
+
+
+def _defect_check(R, msd, path, a, problems):
+    """Every ``rows`` row within the stated max_sum_defect: exact |T − 1| ≤ msd + L·2^-52·T.
+
+    certify tested its float row sum, which is within (L − 1)·2^-53·T of T in any summation
+    order, so its rows pass; rows near the limit are decided in exact arithmetic, so the
+    verdict does not depend on this machine's summation order.
+    """
+    if not np.isfinite(msd):
+        return
+    L = R.shape[1]
+    s = R.sum(axis=1)
+    unsure = ~(np.abs(s - 1.0) <= msd - L * 2.0 ** -50 * np.maximum(s, 1.0))
+    for i in np.flatnonzero(unsure):
+        T = sum(Fraction(v) for v in R[i].tolist())
+        if abs(T - 1) > Fraction(msd) + L * Fraction(1, 2 ** 52) * T:
+            problems.append(f"{path}: row {a + i}: row sum {float(T):.6g} is off 1 by more than "
+                            f"max_sum_defect {msd:g}")
+            return
+
+
+def _entropy_check(R, ent, a, problems):
+    """The descriptive entropy column agrees with the rows within rounding (folder.entropy_tolerance)."""
+    e = ent[a:a + R.shape[0]]
+    with np.errstate(invalid="ignore"):
+        far = ~(np.abs(e - fmt.entropy(R)) <= fmt.entropy_tolerance(R))
+    if far.any():
+        problems.append(f"row {a + int(np.argmax(far))}: metadata.npz entropy {float(e[np.argmax(far)])!r} "
+                        "is not the entropy of the row")
+
+
 def _logit_check(src, stored, s, e, problems):
     """The stated relation of the stored rows to the logits (consistency, see module docstring)."""
     P = io.softmax_rows(io.read_rows(src, s, e), src.tau, src.path, s)
@@ -333,12 +438,27 @@ def _logit_check(src, stored, s, e, problems):
                         f"here by more than {LOGIT_REL(src.L):.3g} relative")
 
 
+def _snapshot(outdir):
+    """Identity of the files verify reads: certify's install replaces them (new inodes) and
+    journals it, so an unchanged snapshot means one folder was read from start to end."""
+    out = []
+    for name in ("summary.json", "certificates.npz", "metadata.npz", JOURNAL):
+        try:
+            st = os.stat(os.path.join(outdir, name))
+            out.append((name, st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((name, None))
+    return out
+
+
 def run_verify(outdir, progress=True, max_report=10, out=None, search=()):
     """Return the number of discrepancies (0 iff everything holds); raises InputError on bad files.
 
     ``out``: where the findings are printed (default: sys.stdout at call time).
     """
     out = sys.stdout if out is None else out
+    settle(outdir)                      # an install a killed certify journalled is finished first
+    before = _snapshot(outdir)
     summary = load_summary(outdir)
     N, Lmax = summary["rows"], summary["L_max"]
     cert = load_certificates(outdir, N, Lmax)
@@ -367,17 +487,25 @@ def run_verify(outdir, progress=True, max_report=10, out=None, search=()):
                 raise io.InputError(sp, f"cannot read ({exc})") from None
             if stored.shape != (src.n, src.L) or stored.dtype_name != "float64":
                 raise io.InputError(sp, f"holds {stored.dtype_name} {stored.shape}, not float64 {(src.n, src.L)}")
+        _same_input_fields(path, inp, src, problems)
         plan.append((src, stored))
+    meta = None if any(p is None for p in plan) else load_metadata(outdir, [p[0] for p in plan], N, problems)
     h = hashlib.sha256()
     hasher = ThreadPoolExecutor(1, thread_name_prefix="sha256-rows")   # beside the replay (GIL released)
     bar = Progress(N, "verify", enabled=progress)
     try:
-        exact = _replay_all(summary, plan, cert, tol, K, problems, h, hasher, bar, Lmax)
+        exact = _replay_all(summary, plan, cert, tol, K, problems, h, hasher, bar, Lmax, meta)
     finally:
         hasher.shutdown(wait=True, cancel_futures=True)
     bar.close()
     if not any(p is None for p in plan) and h.hexdigest() != summary["rows_sha256"]:
         problems.append("the float64 rows replayed differ from the certified ones (rows_sha256)")
+    for k, v in fmt.derived(cert["theta_lo"], cert["regime"]).items():
+        if summary.get(k) != v:
+            problems.append(f"summary.json: {k} is {summary.get(k)!r}; the certificates give {v!r}")
+    if _snapshot(outdir) != before:
+        raise io.InputError(outdir, "changed while it was being verified (a certify --overwrite installed "
+                                    "into it); verify again")
     for p in problems[:max_report]:
         print(f"{outdir}: {p}", file=out)
     if len(problems) > max_report:
@@ -387,7 +515,7 @@ def run_verify(outdir, progress=True, max_report=10, out=None, search=()):
     return len(problems)
 
 
-def _replay_all(summary, plan, cert, tol, K, problems, h, hasher, bar, Lmax):
+def _replay_all(summary, plan, cert, tol, K, problems, h, hasher, bar, Lmax, meta):
     """Replay every chunk; the rows go to ``h`` in order on the hasher thread (at most one
     chunk waits).  Returns the number of rows replayed in exact arithmetic."""
     r0 = exact = 0
@@ -408,10 +536,16 @@ def _replay_all(summary, plan, cert, tol, K, problems, h, hasher, bar, Lmax):
                 _logit_check(src, R, s, e, problems)
             io.validate(R, src.path, s, None)
             R = np.ascontiguousarray(R)
+            if stored is None:
+                _defect_check(R, summary["max_sum_defect"], src.path, s, problems)
+            if meta is not None:
+                _entropy_check(R, meta["entropy"], r0 + s, problems)
             if pending is not None:
                 pending.result()
             pending = hasher.submit(h.update, memoryview(R).cast("B"))
-            exact += _replay_chunk(R, cert, r0 + s, tol, K, problems)
+            with hold_sigint() as interrupted:     # numba may compile here; see outdir.checkpoint
+                exact += _replay_chunk(R, cert, r0 + s, tol, K, problems)
+            checkpoint(interrupted)
             bar.update(e - s)
         r0 += src.n
     if pending is not None:

@@ -11,7 +11,8 @@ covers every rounding of the dd arithmetic (≤ ~2^-100) and the limb truncation
 * dominance (C4): sign of 2·x_max − T, exact; for dominant rows the upper bounds
   gap_lo·T² ≤ (2m − T)² and (1 − theta_hi)·T² ≤ (2m − T)²; for the others the same two
   inequalities with a lower bound on δ*·T from the top-K lemma (all atoms when ≤ 16);
-* regime 1: theta_hi − theta_lo ≤ tolerance (exact TwoSum);
+* regime 1: theta_hi − theta_lo ≤ tolerance (exact TwoSum); regime 2: clearly wider than the
+  tolerance (tolerance = max(tolerance, 2^-50) here; rows near it go to the exact replay);
 * row_sum and p_max within 2^-51 relative (the 4-ulp contract of verify.check_row).
 
 It answers only "decided: holds" (1) or "not decided" (0).  Rows answered 0 — a failing
@@ -250,6 +251,10 @@ def fast_rows(R, masks, lo, hi, glo, ghi, pmax, rsum, regime, tol, K, out):
         if regime[i] == 1:
             sh, sl = _two_sum(b, -a)          # exact hi − lo
             if not (sh < tol or (sh == tol and sl <= 0.0)):
+                continue
+        elif regime[i] == 2:                  # open: wider than the tolerance (clearly; else exact replay)
+            sh, sl = _two_sum(b, -a)
+            if not sh > tol * (1.0 + 2.0 ** -40):
                 continue
         # row_sum and p_max within REL, in units of 2^(32·tT − 1074)
         sc = 32 * tT - 1074

@@ -113,7 +113,7 @@ def test_hashes_made_on_helper_threads_match_a_serial_pass_and_a_wrong_one_fails
     import hashlib
     R = _rows(3000, 16, seed=4)                         # several chunks at chunk_elems below
     np.save(tmp_path / "r.npy", R)
-    from certificates.certify import run_certify
+    from certificates.certify_files import run_certify
     run_certify([str(tmp_path / "r.npy")], str(tmp_path / "out"), progress=False, report=False,
                 chunk_elems=4096)
     summ = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -186,7 +186,7 @@ def test_other_commands_work_without_probe(monkeypatch, tmp_path):
     import importlib.util
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "certificates.probe" else real(name, *a))
+                        lambda name, *a: None if name == "certificates.probe_cli" else real(name, *a))
     np.save(tmp_path / "r.npy", _rows(4, 5))
     assert _certify(tmp_path / "r.npy", "-o", tmp_path / "o") == 0
 

@@ -30,15 +30,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import inputs as io
-from .outdir import FORMAT, LEGACY_FILES, REPORT_FILES, Staging, write_npz
-from .pipeline import TOPK, certify_batch, entropy, exact_max_atoms
+from .folder import CLOSE_FLOOR, EXACT_MAX_ATOMS, FORMAT, TOPK, carried_metadata, derived, entropy
+from .outdir import LEGACY_FILES, REPORT_FILES, Staging, checkpoint, hold_sigint, write_npz
+from .pipeline import certify_batch
 from .progress import Progress
 
 DEFAULT_TOLERANCE = 1e-6
 CHUNK_ELEMS = 1 << 20     # entries per chunk (8 MiB of float64); a chunk is at least one row
-# A row is closed (regime 1) when theta_hi − theta_lo ≤ max(tolerance, CLOSE_FLOOR): an exactly
-# solved row is bracketed by adjacent floats (width ≤ 2^-52), so at --tolerance 0 it reads closed.
-CLOSE_FLOOR = 2.0 ** -50
 PER_ROW = ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "regime", "row_sum")
 
 
@@ -46,23 +44,6 @@ def chunks(src, chunk_elems=CHUNK_ELEMS):
     """(start, stop) row ranges of one source, each about chunk_elems entries at the source's own L."""
     step = max(1, chunk_elems // src.L)
     return [(s, min(src.n, s + step)) for s in range(0, src.n, step)]
-
-
-def _carried_meta(sources):
-    """Metadata arrays of all sources; a source lacking a key gets -1 (numeric) or "" (text)."""
-    keys = set().union(*(set(s.meta) for s in sources))
-    out = {}
-    for k in sorted(keys):
-        kinds = {np.asarray(s.meta[k]).dtype.kind for s in sources if k in s.meta}
-        numeric = kinds <= set("biuf")
-        parts = [np.asarray(s.meta[k]) if k in s.meta else np.full(s.n, -1 if numeric else "")
-                 for s in sources]
-        if not numeric:
-            parts = [p.astype(str) for p in parts]
-        out[k] = np.concatenate(parts)
-    out["input_index"] = np.concatenate([np.full(s.n, i, dtype=np.int32) for i, s in enumerate(sources)])
-    out["length"] = np.concatenate([np.full(s.n, s.L, dtype=np.int32) for s in sources])
-    return out
 
 
 def _versions():
@@ -76,7 +57,7 @@ def _versions():
     return v
 
 
-def _check_options(tolerance, max_sum_defect, device):
+def check_options(tolerance, max_sum_defect, device):
     if not (tolerance >= 0 and np.isfinite(tolerance)):
         raise io.InputError("--tolerance", f"must be a finite number ≥ 0, got {tolerance}")
     if not max_sum_defect >= 0:   # NaN or negative would silently disable or break the check
@@ -92,10 +73,11 @@ def run_certify(paths, outdir, tolerance=DEFAULT_TOLERANCE, device="cpu",
                 overwrite=False, chunk_elems=CHUNK_ELEMS):
     """Certify all rows of ``paths`` into ``outdir``; returns the summary dict.
 
-    Raises InputError on bad input; then OUTDIR is exactly as it was.  backend defaults
-    to "numpy" for device cpu and "torch" for cuda.
+    Raises InputError on bad input, while another certify holds OUTDIR's lock, and on a full
+    disk or file-size limit; then OUTDIR is exactly as it was (KeyboardInterrupt likewise).
+    backend defaults to "numpy" for device cpu and "torch" for cuda.
     """
-    _check_options(tolerance, max_sum_defect, device)
+    check_options(tolerance, max_sum_defect, device)
     backend = backend or ("torch" if device.startswith("cuda") else "numpy")
     t0 = time.time()
     seen = {}
@@ -103,20 +85,28 @@ def run_certify(paths, outdir, tolerance=DEFAULT_TOLERANCE, device="cpu",
         if os.path.realpath(p) in seen:
             raise io.InputError(p, f"given twice (also as {seen[os.path.realpath(p)]}); each input once")
         seen[os.path.realpath(p)] = p
-    sources = [io.load_source(p, hash_file=False) for p in paths]   # headers only: rows come later
+    from .outdir import FULL_DISK
+    # OUTDIR's lock first (outdir.Staging): a second certify into the same folder stops here,
+    # before any work; from now on every exit goes through st.install or st.abort.
     st = Staging(outdir, overwrite)
-    expected = [*LEGACY_FILES, *("report/" + n for n in REPORT_FILES),
-                *(f"certified-rows-{i}.npy" for i, s in enumerate(sources) if s.kind == "logits")]
     files = ThreadPoolExecutor(1, thread_name_prefix="sha256-files")
     rows = ThreadPoolExecutor(1, thread_name_prefix="sha256-rows")
     try:
+        sources = [io.load_source(p, hash_file=False) for p in paths]   # headers only: rows come later
+        expected = [*LEGACY_FILES, *("report/" + n for n in REPORT_FILES),
+                    *(f"certified-rows-{i}.npy" for i, s in enumerate(sources) if s.kind == "logits")]
         st.check_owned(expected)      # fail before any work when a foreign file is in the way
         file_hashes = [files.submit(io.file_sha256, s.path) for s in sources]
         summary = _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progress, report,
                                 chunk_elems, t0, file_hashes, rows)
         st.install()
-    except BaseException:
+    except BaseException as exc:
         st.abort()
+        # A full disk or file-size limit while staging: the staged files are gone again, so say
+        # which folder could not be written (the temporary path in the error no longer exists).
+        if isinstance(exc, OSError) and exc.errno in FULL_DISK:
+            raise io.InputError(outdir, f"cannot write the certificates ({exc.strerror or exc}); "
+                                        "nothing changed") from None
         raise
     finally:
         files.shutdown(wait=True, cancel_futures=True)
@@ -129,7 +119,7 @@ def _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progr
     Lmax = max(s.L for s in sources)
     N = sum(s.n for s in sources)
     W = (Lmax + 7) // 8
-    mm = np.lib.format.open_memmap
+    mm = st.open_memmap   # reserves the disk space first: a full disk is an OSError, not a SIGBUS
     dtypes = dict(theta_lo="f8", theta_hi="f8", gap_lo="f8", gap_hi="f8", p_max="f8", regime="i1", row_sum="f8")
     out = {k: mm(st.path(k + ".npy"), "w+", np.dtype(d), (N,)) for k, d in dtypes.items()}
     out["witness"] = mm(st.path("witness.npy"), "w+", np.uint8, (N, W))
@@ -152,10 +142,9 @@ def _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progr
             if pending is not None:
                 pending.result()
             pending = hasher.submit(rows_hash.update, memoryview(np.ascontiguousarray(R)).cast("B"))
-            c = certify_batch(R, tolerance, backend=backend, device=device)
-            # hi − lo ≤ floor/2 in float implies the exact difference is ≤ floor (one rounding)
-            exact = (c["regime"] == 2) & (c["theta_hi"] - c["theta_lo"] <= CLOSE_FLOOR / 2)
-            c["regime"] = np.where(exact, 1, c["regime"]).astype(np.int8)
+            with hold_sigint() as interrupted:     # numba may compile here; see checkpoint()
+                c = certify_batch(R, tolerance, backend=backend, device=device)
+            checkpoint(interrupted)
             a, b = r0 + s, r0 + e
             for k in PER_ROW:
                 out[k][a:b] = c[k]
@@ -175,7 +164,6 @@ def _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progr
     for a in list(out.values()) + [ent]:
         a.flush()
     theta_lo = out["theta_lo"]
-    reg = np.bincount(out["regime"], minlength=3)
     inputs = []
     for i, s in enumerate(sources):
         d = {"path": os.path.relpath(s.path, st.out), "sha256": s.sha256, "kind": s.kind, "dtype": s.dtype,
@@ -188,19 +176,17 @@ def _certify_into(st, sources, tolerance, device, backend, max_sum_defect, progr
     summary = {
         "format": FORMAT,
         "rows": int(N), "L_max": int(Lmax),
-        "regime_counts": {"dominant": int(reg[0]), "closed": int(reg[1]), "open": int(reg[2])},
+        **derived(theta_lo, out["regime"]),
         "tolerance": tolerance, "close_floor": CLOSE_FLOOR, "max_sum_defect": max_sum_defect, "topk_K": TOPK,
-        "exact_max_atoms": exact_max_atoms(), "device": device, "backend": backend,
+        "exact_max_atoms": EXACT_MAX_ATOMS, "device": device, "backend": backend,
         # Paths relative to OUTDIR, so a committed result set verifies from any checkout.
         "inputs": inputs,
         "rows_sha256": rows_hash.hexdigest(),
-        "median_theta_lo": float(np.median(theta_lo)),
-        "fraction_theta_lo_ge_0.99": float(np.mean(theta_lo >= 0.99)),
         "seconds": round(time.time() - t0, 3), "versions": _versions(), "argv": sys.argv[1:],
     }
     names = dict.fromkeys(list(out))
     write_npz(st.path("certificates.npz"), {}, {k: st.path(k + ".npy") for k in names})
-    meta = _carried_meta(sources)
+    meta = carried_metadata(sources)
     write_npz(st.path("metadata.npz"), meta, {"entropy": st.path("entropy.npy")})
     del out, ent, theta_lo
     for k in list(names) + ["entropy"]:
