@@ -1,4 +1,9 @@
-"""Reports over one or more certificate directories: Markdown, self-contained HTML, PNG figures.
+"""Reports over one or more certificate folders: Markdown, self-contained HTML, PNG figures.
+
+Several folders are compared in one report: their rows are concatenated, a folder without a
+metadata array that another has gets the "no such metadata" value for it (so its rows form
+the "(no layer metadata)" group instead of dropping the table), and ``source`` groups the
+rows by the folder they came from.
 
 Statistics are descriptive float64 summaries of certified numbers (medians of theta_lo,
 fractions, quantiles); the curves drawn on the θ–p_max figure are the exact closed forms
@@ -9,18 +14,23 @@ the exact minimum sawtooth on [1/5, 1/2], proven for L ≤ 6 and conjectured in 
 from __future__ import annotations
 
 import base64
+import html
 import json
 import os
 import sys
-import zipfile
 
 import numpy as np
 
+from .folder import CERT_DTYPES, CLOSE_FLOOR, read_arrays
 from .inputs import InputError
-from .outdir import REPORT_FILES
+from .outdir import REPORT_FILES, settle
+from .probe_figure import absent, cell_text, grid_markdown, grids
+from .readers import ReadError
 
-GROUP_KEYS = ("run", "step", "layer", "head")
+GROUP_KEYS = ("run", "step", "layer", "head", "stack", "kind")    # the tables shown by default
+SOURCE = "source"           # the pseudo-key "which folder": --by source
 MISSING = (-1, "")          # what certify writes for a row whose input had no such metadata
+NOT_GROUPS = ("entropy",)   # per-row floats, never a grouping
 
 
 def fmt_theta(v: float) -> str:
@@ -34,23 +44,46 @@ def fmt_theta(v: float) -> str:
 
 
 def group_name(key, v) -> str:
-    return f"(no {key} metadata)" if v in MISSING or str(v) in ("-1", "") else str(v)
+    return f"(no {key} metadata)" if absent(np.asarray([v]))[0] else str(v)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def source_names(dirs) -> list[str]:
+    """Each folder's name (last path component) where no other folder has that name, else the
+    path as given; a folder given twice gets " (2)", " (3)" … on its repeats."""
+    names = [os.path.basename(os.path.normpath(str(d))) for d in dirs]
+    out = [n if names.count(n) == 1 else str(d) for n, d in zip(names, dirs)]
+    seen = {}
+    for i, n in enumerate(out):
+        seen[n] = seen.get(n, 0) + 1
+        if seen[n] > 1:
+            out[i] = f"{n} ({seen[n]})"
+    return out
 
 
 def _load_dir(d):
     """(cert, meta, summary) of one certificate folder; InputError (exit 2) when it is not one."""
+    settle(d)                     # finish an install a killed certify journalled, or refuse while one runs
+    # the same strict reading as verify's: a shadow or extra member is refused, not shown
     try:
         with open(os.path.join(d, "summary.json")) as f:
             s = json.load(f)
-        with np.load(os.path.join(d, "certificates.npz"), allow_pickle=False) as z:
-            c = {k: np.asarray(z[k]) for k in ("theta_lo", "theta_hi", "p_max", "regime")}
-        mp = os.path.join(d, "metadata.npz")
-        meta = {}
-        if os.path.exists(mp):
-            with np.load(mp, allow_pickle=False) as z:
-                meta = {k: np.asarray(z[k]) for k in z.files}
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise InputError(d, f"not a readable certificate folder ({type(exc).__name__}: {exc})") from None
+    cp, mp = os.path.join(d, "certificates.npz"), os.path.join(d, "metadata.npz")
+    try:
+        c = read_arrays(cp, expected=CERT_DTYPES, keys=("theta_lo", "theta_hi", "gap_hi", "p_max", "regime"))
+    except (ReadError, OSError) as exc:
+        raise InputError(cp, str(exc)) from None
+    meta = {}
+    if os.path.exists(mp):
+        try:
+            meta = read_arrays(mp)
+        except (ReadError, OSError) as exc:
+            raise InputError(mp, str(exc)) from None
     tol = s.get("tolerance") if isinstance(s, dict) else None
     if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and np.isfinite(tol) and tol >= 0):
         raise InputError(os.path.join(d, "summary.json"), "not a certify summary (no finite 'tolerance')")
@@ -64,8 +97,29 @@ def _load_dir(d):
     return c, meta, s
 
 
+def merge_metadata(metas, sizes) -> dict:
+    """Concatenate the folders' metadata over the union of their keys.  A folder without a key
+    gets what certify writes for an input without it (-1 for numbers, "" for text, NaN for the
+    descriptive entropy); a key that is text in one folder and numbers in another becomes text."""
+    meta = {}
+    for k in sorted(set().union(*(set(m) for m in metas))):
+        kinds = {m[k].dtype.kind for m in metas if k in m}
+        numeric = kinds <= set("biuf")
+        fill = np.nan if k in NOT_GROUPS else -1 if numeric else ""
+        parts = [m[k] if k in m else np.full(n, fill) for m, n in zip(metas, sizes)]
+        if not numeric:
+            parts = [p.astype(str) for p in parts]
+        try:
+            meta[k] = np.concatenate(parts)
+        except (ValueError, TypeError):
+            pass
+    return meta
+
+
 def load_dirs(dirs):
-    """Concatenate certificates, metadata and summaries of several OUTDIRs."""
+    """(cert, meta, summaries, source) of several OUTDIRs, rows concatenated in the order given;
+    source is the index in dirs of each row's folder (``--by source``; a carried metadata array
+    that happens to be called "source" is not what that groups by)."""
     certs, metas, sums = [], [], []
     for d in dirs:
         c, m, s = _load_dir(d)
@@ -76,14 +130,10 @@ def load_dirs(dirs):
     if cert["theta_lo"].size == 0:
         raise InputError(dirs[0], "no certified rows")
     cert["regime"] = cert["regime"].astype(np.int64)
-    keys = set.intersection(*(set(m) for m in metas))
-    meta = {}
-    for k in keys:
-        try:
-            meta[k] = np.concatenate([m[k] for m in metas])
-        except ValueError:
-            pass
-    return cert, meta, sums
+    sizes = [c["theta_lo"].size for c in certs]
+    meta = merge_metadata(metas, sizes)
+    source = np.repeat(np.arange(len(dirs)), sizes)
+    return cert, meta, sums, source
 
 
 def envelope(m):
@@ -99,25 +149,69 @@ def envelope(m):
 
 
 def group_stats(cert, meta, idx):
-    q = lambda a, p: float(np.quantile(a, p)) if a.size else float("nan")   # noqa: E731
+    q = lambda a, p: float(np.quantile(a, p)) if a.size else float("nan")
+    mean = lambda a: float(np.mean(a)) if a.size else float("nan")
     lo = cert["theta_lo"][idx]
     ent = meta["entropy"][idx] if "entropy" in meta else np.array([])
+    ent = ent[np.isfinite(ent)]                   # a folder without entropy contributes none
     pm = cert["p_max"][idx]
     return {"rows": int(idx.size), "median_theta_lo": q(lo, 0.5), "median_1_minus_theta_lo": q(1.0 - lo, 0.5),
-            "frac_theta_lo_ge_0.99": float(np.mean(lo >= 0.99)),
-            "closed_or_dominant_frac": float(np.mean(cert["regime"][idx] != 2)),
-            "dominant_frac": float(np.mean(cert["regime"][idx] == 0)),
+            "frac_theta_lo_ge_0.99": mean(lo >= 0.99),
+            "closed_or_dominant_frac": mean(cert["regime"][idx] != 2),
+            "dominant_frac": mean(cert["regime"][idx] == 0),
             "p_max_q10": q(pm, .1), "p_max_q50": q(pm, .5), "p_max_q90": q(pm, .9),
             "entropy_q10": q(ent, .1), "entropy_q50": q(ent, .5), "entropy_q90": q(ent, .9)}
 
 
-def tables(cert, meta):
+def groups(key, vals) -> dict:
+    """{group name: row indices} in the order of the sorted values, rows without a value last."""
+    u, inv = np.unique(vals, return_inverse=True)
+    order = np.argsort(inv.ravel(), kind="stable")
+    parts = np.split(order, np.cumsum(np.bincount(inv.ravel(), minlength=u.size))[:-1])
+    named, none = {}, []
+    for v, idx in zip(u, parts):
+        name = group_name(key, v)
+        if name == f"(no {key} metadata)":
+            none.append(idx)
+        else:
+            named.setdefault(name, []).append(idx)
+    if none:
+        named[f"(no {key} metadata)"] = none
+    return {g: np.sort(np.concatenate(ix)) for g, ix in named.items()}
+
+
+def table_keys(meta, by=None, reportdir="REPORTDIR", dirs=()) -> list[str]:
+    """The tables to show: by as given (InputError for a key no folder carries), else every
+    present key of GROUP_KEYS."""
+    if by is None:
+        return [k for k in GROUP_KEYS if k in meta]
+    keys = []
+    for k in by:
+        if k in keys:
+            continue
+        if k != SOURCE and (k not in meta or k in NOT_GROUPS):
+            have = ", ".join([SOURCE] + sorted(x for x in meta if x not in NOT_GROUPS))
+            hint = " (it is one of the folders: put --by after them)" if str(k) in map(str, dirs) else ""
+            why = "a per-row number, not a grouping" if k in NOT_GROUPS else \
+                f"no folder carries such metadata{hint}"
+            raise InputError(reportdir, f"--by {k}: {why}; possible keys: {have}")
+        keys.append(k)
+    return keys
+
+
+def tables(cert, meta, keys=None, source=None, source_labels=None):
+    """{table: {group: stats}}: "all", then one table per key (default: the present GROUP_KEYS);
+    key "source" groups by source (folder index) named by source_labels."""
     n = cert["theta_lo"].size
     out = {"all": {"all": group_stats(cert, meta, np.arange(n))}}
-    for k in GROUP_KEYS:
-        if k in meta:
-            vals = meta[k]
-            out[k] = {group_name(k, v): group_stats(cert, meta, np.flatnonzero(vals == v)) for v in np.unique(vals)}
+    for k in ([g for g in GROUP_KEYS if g in meta] if keys is None else keys):
+        if k == SOURCE:
+            labels = source_labels or [str(i) for i in range(int(source.max()) + 1)]
+            counts = np.bincount(source, minlength=len(labels))
+            out[k] = {labels[i]: group_stats(cert, meta, idx)
+                      for i, idx in enumerate(np.split(np.arange(n), np.cumsum(counts)[:-1]))}
+        elif k in meta:
+            out[k] = {g: group_stats(cert, meta, idx) for g, idx in groups(k, meta[k]).items()}
     return out
 
 
@@ -140,14 +234,18 @@ def _fig_scatter(cert, path):
 def _fig_heatmap(cert, meta, path, tol):
     if not ("layer" in meta and "step" in meta):
         return False
+    has = ~(absent(meta["layer"]) | absent(meta["step"]))     # rows of a folder without either: no cell
+    if not has.any():
+        return False
     import matplotlib.pyplot as plt
-    layers, steps = np.unique(meta["layer"]), np.unique(meta["step"])
+    lay, stp, lo = meta["layer"][has], meta["step"][has], cert["theta_lo"][has]
+    layers, steps = np.unique(lay), np.unique(stp)
     H = np.full((layers.size, steps.size), np.nan)
     for a, la in enumerate(layers):
         for b, s in enumerate(steps):
-            sel = (meta["layer"] == la) & (meta["step"] == s)
+            sel = (lay == la) & (stp == s)
             if sel.any():
-                H[a, b] = np.median(cert["theta_lo"][sel])
+                H[a, b] = np.median(lo[sel])
     # Medians sit within 1e-6 of 1 for diffuse rows, where a linear colour scale only shows an
     # offset; the colour is log10 of the gap 1 − median θ_lo instead (lower = closer to 1).
     # Below the tolerance the gap only says where the witness search stopped, not anything
@@ -175,16 +273,19 @@ def _fig_heatmap(cert, meta, path, tol):
 
 
 def _fig_concentration(cert, meta, path):
-    if "step" not in meta:
+    if "step" not in meta or absent(meta["step"]).all():
         return False
     import matplotlib.pyplot as plt
     runs = np.unique(meta["run"]) if "run" in meta else [None]
+    has = ~absent(meta["step"])               # rows without a step are not on this axis
     fig, ax = plt.subplots(1, 2, figsize=(8, 3.4))
     for r in runs:
-        sel_r = np.ones(meta["step"].size, bool) if r is None else meta["run"] == r
+        sel_r = has if r is None else has & (meta["run"] == r)
+        if not sel_r.any():
+            continue
         steps = np.unique(meta["step"][sel_r])
         pm = [np.median(cert["p_max"][sel_r & (meta["step"] == s)]) for s in steps]
-        ax[0].plot(steps, pm, "o-", label=str(r) if r is not None else "rows")
+        ax[0].plot(steps, pm, "o-", label=group_name("run", r) if r is not None else "rows")
         if "entropy" in meta:
             en = [np.median(meta["entropy"][sel_r & (meta["step"] == s)]) for s in steps]
             ax[1].plot(steps, en, "o-")
@@ -214,11 +315,75 @@ def _md_table(name, rows):
     return "\n".join(lines)
 
 
-def write_report(dirs, reportdir, progress=True):
-    """Write report.md, report.html (PNG figures embedded as base64), *.png and stats.json."""
+def _grid_section(cert, meta, tol):
+    """The layer × head grids (one per stack/kind) as Markdown lines and HTML, or ([], [])."""
+    gs, left_out = grids(cert["gap_hi"], cert["regime"], meta)
+    if not gs:
+        return [], []
+    tol = max(tol, CLOSE_FLOOR)
+    intro = (f"Median certified gap 1 − θ (gap_hi) / share of dominant rows (p_max ≥ 1/2, C4), per layer "
+             f"(rows) and head (columns), over the rows of every folder. ≤tol: the median gap is at most the "
+             f"tolerance {tol:g}, where the witness search stopped; it says nothing finer about the attention.")
+    if left_out:
+        intro += f" {plural(left_out, 'row')} without a layer or head value are not in the grid."
+    md = ["\n## Layer × head\n", intro]
+    out = [f"<h2>Layer × head</h2><p>{_esc(intro)}</p>"]
+    from matplotlib import colormaps
+    cmap = colormaps["viridis"]
+    for title, rows, layers, heads, med, dom in gs:
+        if title:
+            md.append(f"\n### {_md(title)} ({plural(rows, 'row')})\n")
+            out.append(f"<h3>{_esc(title)} ({plural(rows, 'row')})</h3>")
+        else:
+            md.append("")
+        md += grid_markdown([_md(str(v)) for v in layers], [_md(str(h)) for h in heads], med, dom, tol)
+        g = np.log10(np.clip(med, tol, None))
+        lo, hi = (np.nanmin(g), np.nanmax(g)) if np.isfinite(g).any() else (0.0, 1.0)
+        out.append("<table><tr><th>layer \\ head</th>" + "".join(f"<th>{_esc(str(h))}</th>" for h in heads) + "</tr>")
+        for a, la in enumerate(layers):
+            cells = []
+            for b in range(heads.size):
+                if not np.isfinite(med[a, b]):
+                    cells.append("<td>–</td>")
+                    continue
+                r, gr, bl, _ = cmap(float((g[a, b] - lo) / (hi - lo)) if hi > lo else 0.0)
+                ink = "#fff" if 0.299 * r + 0.587 * gr + 0.114 * bl < 0.5 else "#000"
+                cells.append(f"<td style='background:#{int(r * 255):02x}{int(gr * 255):02x}{int(bl * 255):02x};"
+                             f"color:{ink}'>{cell_text(med[a, b], dom[a, b], tol)}</td>")
+            out.append(f"<tr><th>{_esc(str(la))}</th>" + "".join(cells) + "</tr>")
+        out.append("</table>")
+    out.append("<p>Cell colour: log of the median gap (darkest: at or below the tolerance).</p>")
+    return md, out
+
+
+def _esc(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _md(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _json_safe(v):
+    """NaN (a statistic of no rows) as null, so stats.json is valid JSON for any reader."""
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v
+
+
+def write_report(dirs, reportdir, progress=True, by=None):
+    """Write report.md, report.html (PNG figures embedded as base64), *.png and stats.json.
+
+    by: the metadata keys (or "source", the folder) to tabulate, in this order; default every
+    present key of GROUP_KEYS.  The layer × head grid is included whenever rows carry both."""
     import matplotlib
     matplotlib.use("Agg")
-    cert, meta, sums = load_dirs(dirs)
+    cert, meta, sums, source = load_dirs(dirs)
+    keys = table_keys(meta, by, reportdir, dirs)
     tol = max(float(s.get("tolerance", 0.0)) for s in sums)
     if os.path.exists(reportdir) and not os.path.isdir(reportdir):
         raise InputError(reportdir, "REPORTDIR exists and is not a directory")
@@ -238,38 +403,42 @@ def write_report(dirs, reportdir, progress=True):
             made.append((name, title))
         elif name in REPORT_FILES and os.path.isfile(p):
             os.remove(p)          # a stale figure of an earlier report: ours, so ours to remove
-    tab = tables(cert, meta)
+    tab = tables(cert, meta, keys, source, source_names(dirs))
     n = cert["theta_lo"].size
     reg = np.bincount(cert["regime"], minlength=3)
-    head = (f"# θ certificates\n\n{n} rows from {len(dirs)} certificate directories; "
+    head = (f"# θ certificates\n\n{plural(n, 'row')} from {plural(len(dirs), 'certificate folder')}; "
             f"regimes: {reg[0]} dominant (exact, C4), {reg[1]} closed, {reg[2]} open. "
             f"Tolerance {tol:g}. All θ values are certified lower bounds (theta_lo); a value that would "
             f"round to 1 is shown as 1 − gap, and median_1_minus_theta_lo is the certified upper bound on the "
             f"gap 1 − θ. A row is closed when theta_hi − theta_lo ≤ max(tolerance, 2^-50); below the tolerance "
             f"the gap shows where the witness search stopped, not a property of the attention. Groups named "
-            f"'(no … metadata)' are rows whose input file carried no such array.\n")
+            f"'(no … metadata)' are rows whose input file (or folder) carried no such array.\n")
+    grid_md, grid_html = _grid_section(cert, meta, tol)
     md = [head]
     for key, rows in tab.items():
-        md += [f"\n## By {key}\n", _md_table(key, rows)]
+        md += [f"\n## By {_md(key)}\n", _md_table(_md(key), {_md(g): st for g, st in rows.items()})]
+    md += grid_md
     for name, title in made:
         md.append(f"\n## {title}\n\n![{title}]({name})\n")
     with open(os.path.join(reportdir, "report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     with open(os.path.join(reportdir, "stats.json"), "w") as f:
-        json.dump(tab, f, indent=2)
-    html = ["<!doctype html><html><head><meta charset='utf-8'><title>θ certificates</title>",
-            "<style>body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:collapse;"
-            "font-size:12px}td,th{border:1px solid #ccc;padding:2px 5px}</style></head><body>",
-            f"<h1>θ certificates</h1><p>{head.split(chr(10), 2)[2]}</p>"]
+        json.dump(_json_safe(tab), f, indent=2, allow_nan=False)      # strict JSON: an empty quantile is null
+    page = ["<!doctype html><html><head><meta charset='utf-8'><title>θ certificates</title>",
+            ("<style>body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:collapse;"
+             "font-size:12px}td,th{border:1px solid #ccc;padding:2px 5px}</style></head><body>"),
+            f"<h1>θ certificates</h1><p>{_esc(head.split(chr(10), 2)[2])}</p>"]
     for key, rows in tab.items():
-        html.append(f"<h2>By {key}</h2><table><tr><th>{key}</th>" + "".join(f"<th>{c}</th>" for c in COLS) + "</tr>")
+        page.append(f"<h2>By {_esc(key)}</h2><table><tr><th>{_esc(key)}</th>"
+                    + "".join(f"<th>{c}</th>" for c in COLS) + "</tr>")
         for g, st in rows.items():
-            html.append(f"<tr><td>{g}</td>" + "".join(f"<td>{_cell(c, st[c])}</td>" for c in COLS) + "</tr>")
-        html.append("</table>")
+            page.append(f"<tr><td>{_esc(g)}</td>" + "".join(f"<td>{_cell(c, st[c])}</td>" for c in COLS) + "</tr>")
+        page.append("</table>")
+    page += grid_html
     for name, title in made:
         with open(os.path.join(reportdir, name), "rb") as f:
             b64 = base64.b64encode(f.read()).decode()
-        html.append(f"<h2>{title}</h2><img alt='{title}' src='data:image/png;base64,{b64}'>")
+        page.append(f"<h2>{title}</h2><img alt='{title}' src='data:image/png;base64,{b64}'>")
     with open(os.path.join(reportdir, "report.html"), "w") as f:
-        f.write("\n".join(html) + "</body></html>\n")
+        f.write("\n".join(page) + "</body></html>\n")
     return tab

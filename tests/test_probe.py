@@ -3,6 +3,8 @@
 Tiny random GPT-2, Llama (grouped-query attention) and BERT checkpoints are built offline
 with transformers' config classes and save_pretrained; the reference for every captured
 row is ``model(..., output_attentions=True).attentions`` of a separately loaded eager model.
+The other architectures (encoder–decoder, vision, audio, sliding windows, padding masks)
+are in test_probe_models.py.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 from certificates.inputs import InputError  # noqa: E402
-from certificates.probe import add_probe_parser, parse_index_list, run_probe  # noqa: E402
+from certificates.probe_cli import add_probe_parser, parse_index_list, run_probe  # noqa: E402
 
 VOCAB = 64
 IDS = np.random.default_rng(7).integers(0, VOCAB, size=(2, 10))
@@ -71,8 +73,8 @@ def check_rows_match(out, model_dir, ids, layers=None, heads=None):
     """Every captured row equals transformers' attention row to 1e-5; padding is zero; all rows present."""
     ref = reference_attentions(model_dir, ids)
     with np.load(out / "rows.npz") as z:
-        rows, meta = z["rows"], {k: z[k] for k in ("layer", "head", "query", "sequence", "seqlen")}
-    assert rows.dtype == np.float64
+        rows, meta = z["rows"], {k: z[k] for k in ("layer", "head", "query", "sequence", "seqlen", "stack", "kind")}
+    assert rows.dtype == np.float64 and set(meta["kind"].tolist()) == {"self"}
     layers = range(len(ref)) if layers is None else layers
     heads = range(ref[0].shape[1]) if heads is None else heads
     expect = {(l, s, h, q) for l in layers for s in range(ids.shape[0]) for h in heads for q in range(ids.shape[1])}
@@ -103,8 +105,8 @@ def test_probe_rows_match_transformers_and_verify(tiny, tmp_path, name):
     assert (out / "certificates" / "certificates.npz").is_file()
     assert (out / "report" / "report.md").is_file() and (out / "report" / "layer_head.png").is_file()
     b = json.loads((out / "bounds.json").read_text())
-    if name == "llama":
-        assert b["c9_c10_apply"] is False and "rotary" in b["why"]
+    if name == "llama" and not b["c9_c10_apply"]:    # rotary: covered only where hf_bounds has the bound
+        assert "rotary" in b["why"]
         assert all(r["c9_local"] is None for r in b["layers"])
         return
     assert b["c9_c10_apply"] is True and [r["layer"] for r in b["layers"]] == [0, 1]
@@ -158,13 +160,13 @@ def test_converter_reproduces_module(tiny):
 def test_probe_uneven_windows_keep_zero_padding(tiny, tmp_path):
     """Sequences of different lengths share one L; short rows are zero-padded, each row matches."""
     from certificates import hf_model
-    from certificates.probe_capture import capture, count_rows
+    from certificates.probe_capture import batches_from_sequences, capture
     from certificates.probe_rows import RowsWriter
     ld = hf_model.load_model(tiny["bert"])
     seqs = [IDS[0], IDS[1, :6], IDS[1, 3:9]]
-    w = RowsWriter(str(tmp_path / "rows.npz"), count_rows(seqs, [0, 1], [0, 3]), 10, str(tmp_path))
-    capture(ld, seqs, [0, 1], [0, 3], w, batch_size=4, progress=False)
-    w.close()
+    w = RowsWriter(str(tmp_path / "rows.npz"), str(tmp_path), expect_rows=(10 + 6 + 6) * 2 * 2)
+    capture(ld, batches_from_sequences(seqs, 4), [0, 1], [0, 3], w, progress=False)
+    assert w.close() == ((10 + 6 + 6) * 2 * 2, 10)
     with np.load(tmp_path / "rows.npz") as z:
         rows, seq, lay, head, q = z["rows"], z["sequence"], z["layer"], z["head"], z["query"]
     for s, ids in enumerate(seqs):
@@ -177,10 +179,42 @@ def test_probe_uneven_windows_keep_zero_padding(tiny, tmp_path):
 
 def test_rows_writer_counts(tmp_path):
     from certificates.probe_rows import RowsWriter
-    w = RowsWriter(str(tmp_path / "r.npz"), 3, 4, str(tmp_path))
-    w.add(np.full((2, 3), 1 / 3), layer=0, head=[0, 1], query=[0, 0], sequence=5, seqlen=3)
+    w = RowsWriter(str(tmp_path / "r.npz"), str(tmp_path), expect_rows=3)
+    w.add(np.full((2, 3), 1 / 3), layer=0, head=[0, 1], query=[0, 0], sequence=5, seqlen=3, stack="encoder",
+          kind="self")
     with pytest.raises(RuntimeError, match="wrote 2 rows, planned 3"):
         w.close()
+    assert os.listdir(tmp_path) == []                        # nothing half-written remains
+
+
+def test_rows_writer_pads_to_the_widest_row(tmp_path):
+    """Rows of different widths (decoder self vs cross) become one (n, L) array, zero-padded on the
+    right, with string stack/kind columns; the values are stored bit for bit."""
+    from certificates.probe_rows import RowsCollector, RowsWriter
+    rng = np.random.default_rng(0)
+    a, b, c = rng.random((2, 3)), rng.random((3, 5)), rng.random((1, 4)).astype(np.float32)
+    w, mem = RowsWriter(str(tmp_path / "r.npz"), str(tmp_path)), RowsCollector()
+    for sink in (w, mem):
+        sink.add(a, layer=0, head=[0, 1], query=0, sequence=0, seqlen=3, stack="decoder", kind="self")
+        sink.add(b, layer=1, head=2, query=[0, 1, 2], sequence=1, seqlen=5, stack="decoder", kind="cross")
+        sink.add(c, layer=0, head=0, query=3, sequence=0, seqlen=4, stack="encoder", kind="self")
+    assert w.close() == (6, 5)
+    with np.load(tmp_path / "r.npz") as z:
+        rows = z["rows"]
+        assert z["stack"].tolist() == ["decoder"] * 5 + ["encoder"]
+        assert z["kind"].tolist() == ["self"] * 2 + ["cross"] * 3 + ["self"]
+        assert z["head"].tolist() == [0, 1, 2, 2, 2, 0] and z["seqlen"].tolist() == [3, 3, 5, 5, 5, 4]
+        assert z["layer"].dtype == np.int32
+        mrows, mmeta = mem.result()
+        np.testing.assert_array_equal(mrows, rows)
+        for k in mmeta:
+            np.testing.assert_array_equal(mmeta[k], z[k])
+    assert np.array_equal(rows[:2, :3], a) and not rows[:2, 3:].any()
+    assert np.array_equal(rows[2:5], b)
+    assert np.array_equal(rows[5, :4], c[0].astype(np.float64)) and rows[5, 4] == 0
+    assert os.listdir(tmp_path) == ["r.npz"]
+    with pytest.raises(ValueError, match="stack must be one of"):
+        RowsCollector().add(a, layer=0, head=0, query=0, sequence=0, seqlen=3, stack="middle", kind="self")
 
 
 def test_parse_index_list():
@@ -210,7 +244,7 @@ def test_bad_inputs_exit_cleanly(tiny, tmp_path):
     other = tmp_path / "opt"
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"model_type": "opt"}))
-    cases.append(((other, "--input-ids", tiny["ids"]), "supported: bert"))
+    cases.append(((other, "--input-ids", tiny["ids"]), "no .safetensors weights"))   # opt is capturable
     broken = tmp_path / "broken"
     shutil.copytree(tiny["gpt2"], broken)
     w = broken / "model.safetensors"
@@ -328,7 +362,9 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path):
 
 def test_layer_head_tables(tmp_path):
     from certificates.probe_figure import layer_head_tables, write_layer_head
-    np.savez(tmp_path / "certificates.npz", gap_hi=np.array([1e-3, 3e-3, 0.5, 0.2]), regime=np.int8([1, 1, 0, 2]))
+    rest = {k: np.zeros(4) for k in ("theta_lo", "theta_hi", "gap_lo", "p_max", "row_sum")}
+    np.savez(tmp_path / "certificates.npz", gap_hi=np.array([1e-3, 3e-3, 0.5, 0.2]), regime=np.int8([1, 1, 0, 2]),
+             witness=np.zeros((4, 1), np.uint8), **rest)      # every member of the format (read strictly)
     np.savez(tmp_path / "metadata.npz", layer=np.int32([0, 0, 1, 1]), head=np.int32([0, 0, 2, 2]))
     (tmp_path / "summary.json").write_text(json.dumps({"tolerance": 1e-6}))
     layers, heads, med, dom = layer_head_tables(tmp_path)
