@@ -12,8 +12,8 @@ puts a forward hook on each site that reads ``output[index]`` (the whole output 
 is not a tuple; nothing when that element is None), as transformers' hook does.
 
 What is captured: the tensor the module returns is the one it multiplied with its values
-(transformers' eager path: softmax of the scores plus mask, after any soft-capping, in the
-model's dtype; for grouped-query attention after the key/value heads are repeated, so
+(transformers' eager path: softmax of the scores plus mask, after any soft-capping; most
+eager paths take the softmax in float32 and cast it to the model's dtype; for grouped-query attention after the key/value heads are repeated, so
 every query head has its row).  It is widened exactly to float64; what is certified is θ
 of the exact normalisation of each stored row (C7), the attention the float model
 applied.  Masked keys (causal, sliding window, padding) are exact zeros in the row and

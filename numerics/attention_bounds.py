@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import MHAWeights
+from .attention import MHAWeights, Rotary
 from .rounding import ERROR_PAD, U, gamma, pad_error_term, up
 from .theta import BRUTE_MAX_L, theta_exact
 from .theta_bounds import topk_delta_lower
@@ -256,5 +256,257 @@ def c10_bound(w: MHAWeights, R: float, *, form: str = "centred") -> float:
         elif form != "centred":
             raise ValueError(f"unknown form {form!r}")
         f = 1 + (2 * d * R * R * An + math.sqrt(d) * R * extra) / w.tau
+        s += (spectral_up(w.W_V[h]) * f) ** 2
+    return spectral_up(w.W_O) * math.sqrt(s) * math.sqrt(d / w.d_out) * (1 + FINAL_MARGIN)
+
+
+# ----------------------------------------------------------------------------- beyond the paper (X2–X6)
+#
+# Scores z_ij = cap(s_ij/τ) + B_ij with s_ij = (M_i q̃_i)ᵀ(M_j k̃_j) (numerics.attention, X2–X5).
+#
+# X2 (rotary, local).  The C9 derivation goes through with one change: the two score gradients
+# depend on the pair, ∂s_ij/∂x_i = W_Q M_iᵀ k_j =: u_ij and ∂s_ij/∂x_j = W_K M_jᵀ q_i =: g_ij
+# (q, k rotated, biases included; for exact rotations M_iᵀM_j = R_(j−i)).  C2 needs, for row i and
+# a perturbation E with ‖e_l‖ ≤ 1, an offset c with |ds_ij − c| ≤ a_i for every key j in supp(i):
+#   ds_ij = e_iᵀu_ij + g_ijᵀe_j, so with c = e_iᵀ W_Q M_iᵀ m_i (any vector m_i),
+#   |ds_ij − c| ≤ ‖W_Q M_iᵀ(k_j − m_i)‖ + ‖g_ij‖.
+# The proof therefore needs the per-pair maximum a_i = max_j (‖W_Q M_iᵀ(k_j − m_i)‖ + ‖g_ij‖):
+#   form="paper":   max_j ‖u_ij‖ + max_j ‖g_ij‖     (m_i = 0; the sum of two maxima, never smaller)
+#   form="pair":    max_j (‖u_ij‖ + ‖g_ij‖)          (m_i = 0)
+#   form="centred": the smaller of "pair" and the same with m_i = mean of the rotated keys of row i.
+# The value side is not rotated, so r_i and the ‖W_V‖ term are C9's; without rotation "paper" is
+# C9's paper form.
+#
+# X4 (X-independent score bias B, masks as −∞).  ∂z_ij/∂x = ∂s_ij/∂x /τ: B enters only through
+# P = softmax(z), i.e. through θ of the biased rows and the support supp(i) = {j : B_ij > −∞}.
+#
+# X5 (soft-capping, cap(t) = c·tanh(t/c)).  ∂z_ij = φ_ij ds_ij/τ, φ_ij = sech²(s_ij/(τc)) ∈ (0, 1].
+# Then |dz_ij| ≤ φ_ij(‖u_ij‖ + ‖g_ij‖)/τ ≤ (‖u_ij‖ + ‖g_ij‖)/τ, so the un-centred forms ("paper",
+# "pair", and C9's paper form) hold with θ of the capped rows, and "pair" may weight each pair by
+# φ_ij.  Centring does NOT survive: φ_ij(e_iᵀu_ij) − c is no longer φ_ij(e_iᵀu_ij − c), so with a
+# cap "centred" falls back to "pair" (C9's centred form is not claimed for capped scores).
+#
+# X3 (rotary, global).  On D_R, ‖u_ij‖ ≤ g²‖W_Q‖₂(‖W_K‖₂√d R + ‖b_k‖), ‖g_ij‖ ≤ g²‖W_K‖₂(‖W_Q‖₂√d R
+# + ‖b_q‖), g = max_p ‖M_p‖₂ (1 for rotations), θ ≤ 1, r ≤ ‖W_V‖₂√d R; this uses
+# sup_R ‖W_Q R W_Kᵀ‖₂ ≤ ‖W_Q‖₂‖W_K‖₂ over orthogonal R, which involves no position, so the constant
+#   ‖W_O‖₂√(d/d_out) √(Σ_h ‖W_V‖₂²(1 + g²(2dR²‖W_Q‖₂‖W_K‖₂ + √d R(‖W_Q‖₂‖b_k‖ + ‖W_K‖₂‖b_q‖))/τ)²)
+# does not depend on L.  It also holds with any X-independent bias and with soft-capping (θ ≤ 1
+# and φ ≤ 1 throughout).
+#
+# Precision contract (X2–X5 functions below): float bounds evaluated in float64, NOT certified.
+# θ is θ_hi of the stored rows with an estimated (not rigorous) score error; norms carry a
+# relative pad; σ_max is LAPACK's enlarged by SVD_REL_ERR.
+
+
+EXT_REL_PAD = 1e-12
+PAIR_BUDGET = 2e9        # multiply-adds per call for the per-pair norms; above it: form "operator"
+
+
+def theta_hi_rows(Z: np.ndarray, eZ: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(θ_hi, θ_stored) per row of an (L, L) logit matrix with error bounds eZ (−∞ = masked)."""
+    out = [theta_hi_row(Z[i], eZ[i]) for i in range(Z.shape[0])]
+    return np.array([o[0] for o in out]), np.array([o[1] for o in out])
+
+
+@dataclass
+class ExtScores:
+    Z: np.ndarray        # (L, L) logits z = cap(s/τ) + B, −∞ outside the support
+    eZ: np.ndarray       # (L, L) estimated error bound on Z
+    phi: np.ndarray      # (L, L) upper bound on sech²(s/(τc)) (ones without soft-capping)
+    support: np.ndarray  # (L, L) bool
+    Q: np.ndarray        # (L, d_k) rotated queries
+    K: np.ndarray        # (L, d_k) rotated keys
+
+
+def _rope_abs(A: np.ndarray, rope: Rotary | None) -> np.ndarray:
+    return A if rope is None else A * np.abs(rope.cos) + A[..., rope.perm] * np.abs(rope.sin)
+
+
+def _bias_matrix(score_bias, H: int, L: int, h: int) -> np.ndarray | None:
+    if score_bias is None:
+        return None
+    B = np.asarray(score_bias, dtype=np.float64)
+    if B.shape == (H, L, L):
+        B = B[h]
+    elif B.shape != (L, L):
+        raise ValueError(f"score bias has shape {B.shape}, expected ({L}, {L}) or ({H}, {L}, {L})")
+    if np.isnan(B).any() or (B == np.inf).any():
+        raise ValueError("score bias has NaN or +inf entries")
+    return B
+
+
+def ext_scores(X: np.ndarray, w: MHAWeights, h: int, *, rope: Rotary | None = None, score_bias=None,
+               cap: float | None = None) -> ExtScores:
+    """Logits of head h under rotary maps, an X-independent bias and soft-capping, float64."""
+    L, d = X.shape
+    dk = w.W_Q.shape[2]
+    Wq, Wk = w.W_Q[h], w.W_K[h]
+    bq = np.zeros(dk) if w.b_q is None else w.b_q[h]
+    bk = np.zeros(dk) if w.b_k is None else w.b_k[h]
+    Q, K = X @ Wq + bq, X @ Wk + bk
+    aX = np.abs(X)
+    aQ = _rope_abs(aX @ np.abs(Wq) + np.abs(bq), rope)
+    aK = _rope_abs(aX @ np.abs(Wk) + np.abs(bk), rope)
+    if rope is not None:
+        if rope.L != L or rope.dk != dk:
+            raise ValueError(f"rotary tables are {rope.L}×{rope.dk}, the input needs {L}×{dk}")
+        Q, K = rope.apply(Q), rope.apply(K)
+    T = (Q @ K.T) / w.tau
+    eT = 2 * gamma(d + dk + 8) * (aQ @ aK.T) / w.tau + 2 * U * np.abs(T)       # estimate, not rigorous
+    if cap is None:
+        Z, eZ, phi = T, eT, np.ones((L, L))
+    else:
+        if not (cap > 0 and math.isfinite(cap)):
+            raise ValueError(f"soft-capping constant must be finite and > 0, got {cap!r}")
+        Z = cap * np.tanh(T / cap)
+        eZ = eT + 4 * U * np.abs(Z)                                              # tanh is 1-Lipschitz
+        # |d sech²(t/c)/dt| ≤ 0.77/c: the stored φ plus the drift the score error allows
+        e = np.exp(-2.0 * np.abs(T / cap))                                        # sech² = 4e/(1 + e)², no overflow
+        phi = np.minimum(1.0, 4.0 * e / (1.0 + e) ** 2 * (1 + 1e-12) + 0.77 * eT / cap + 1e-300)
+    B = _bias_matrix(score_bias, w.H, L, h)
+    support = np.ones((L, L), dtype=bool)
+    if B is not None:
+        support &= B > -np.inf
+        Z = Z + np.where(support, B, 0.0)
+        eZ = eZ + 2 * U * np.abs(Z)
+    if w.causal:
+        support &= np.tril(np.ones((L, L), dtype=bool))
+    if not support.any(axis=1).all():
+        raise ValueError("an attention row has every key masked")
+    Z = np.where(support, Z, -np.inf)
+    return ExtScores(Z, np.where(support, eZ, 0.0), phi, support, Q, K)
+
+
+def _sq_norms(Y: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Upper estimates of ‖W y‖² for the rows y of Y (..., d_k), W of shape (n, d_k): the direct
+    product when n ≤ d_k, else the Gram form yᵀ(WᵀW)y with an absolute rounding allowance."""
+    n, dk = W.shape
+    if n <= dk:
+        Z = Y @ W.T
+        return (Z * Z).sum(axis=-1) * (1 + gamma(dk + n + 4))
+    G, aG = W.T @ W, np.abs(W).T @ np.abs(W)
+    aY = np.abs(Y)
+    val = np.einsum("...a,ab,...b->...", Y, G, Y)
+    err = gamma(n + 2 * dk + 4) * np.einsum("...a,ab,...b->...", aY, aG, aY)
+    return np.maximum(val, 0.0) + 2 * err
+
+
+def _masked_rowmax(A: np.ndarray, support: np.ndarray) -> np.ndarray:
+    return np.where(support, A, -np.inf).max(axis=1)
+
+
+def _value_radius(V: np.ndarray, support: np.ndarray, causal_only: bool) -> np.ndarray:
+    """½ diam{v_j : j ∈ supp(i)} per row (a superset of the support for long rows with masks)."""
+    L, n = V.shape
+    g = (V * V).sum(axis=1)
+    D2 = g[:, None] + g[None, :] - 2 * (V @ V.T) + 2.2 * (gamma(n) + 4 * U) * (g[:, None] + g[None, :])
+    D = np.sqrt(np.maximum(D2, 0.0)) * (1 + 2 * U)
+    if support.all():
+        return np.full(L, 0.5 * D.max())
+    if causal_only:
+        per_row = np.where(np.tril(np.ones((L, L), dtype=bool)), D, 0.0).max(axis=1)
+        return 0.5 * np.maximum.accumulate(per_row)
+    if L <= 512:
+        return np.array([0.5 * D[np.ix_(s, s)].max() for s in support])
+    cols = support.any(axis=0)                     # every key some row sees: a superset
+    return np.full(L, 0.5 * D[np.ix_(cols, cols)].max())
+
+
+@dataclass
+class C9ExtResult(C9Result):
+    a_form: str = ""         # "paper", "pair", "centred" or "operator" (what each head's a used)
+
+
+def c9_ext_bound(X, w: MHAWeights, *, rope: Rotary | None = None, score_bias=None, cap: float | None = None,
+                 theta="certified", form: str = "centred", theta_scale: float = 1.0,
+                 pair_budget: float = PAIR_BUDGET) -> C9ExtResult:
+    """The local bound X2 (rotary), X4 (X-independent score bias) and X5 (soft-capping) at X:
+
+      ‖J(X)‖_{B→B} ≤ √(d/d_out)‖W_O‖₂ max_i √(Σ_h (‖W_V^h‖₂ + θ(p_i^h) a_i^h r_i^h/τ)²)
+
+    with p_i^h the biased (capped) rows and a_i^h the per-pair form chosen by ``form`` (see the
+    derivation above).  theta: "certified" (θ_hi of the stored rows), "stored", "one" or an (H, L)
+    array; theta_scale multiplies θ (negative controls only).  When the per-pair norms would cost
+    more than ``pair_budget`` multiply-adds, a_i falls back to the operator form
+    g(‖W_Q‖₂ max_j ‖k_j‖ + ‖W_K‖₂ ‖q_i‖) (g = rotary gain) and ``a_form`` says "operator".
+    Precision: float64, not certified (module notes).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != w.d:
+        raise ValueError(f"c9_ext_bound: X has shape {X.shape}, expected (L, {w.d})")
+    if not np.isfinite(X).all():
+        raise ValueError("c9_ext_bound: X has non-finite entries")
+    if form not in ("paper", "pair", "centred"):
+        raise ValueError(f"unknown form {form!r}")
+    L, d = X.shape
+    dk = w.W_Q.shape[2]
+    causal_only = score_bias is None
+    cost = w.H * L * L * dk * (min(d, dk) + dk) * (2 if form == "centred" else 1)
+    used = "operator" if cost > pair_budget else (form if not (form == "centred" and cap is not None) else "pair")
+    th_used, th_st = np.zeros((w.H, L)), np.zeros((w.H, L))
+    A, R = np.zeros((w.H, L)), np.zeros((w.H, L))
+    total = np.zeros(L)
+    gain = 1.0 if rope is None else rope.gain()
+    for h in range(w.H):
+        sc = ext_scores(X, w, h, rope=rope, score_bias=score_bias, cap=cap)
+        hi, st = theta_hi_rows(sc.Z, sc.eZ)
+        th_st[h] = st
+        if isinstance(theta, str):
+            th_used[h] = {"certified": hi, "stored": st, "one": np.ones(L)}[theta]
+        else:
+            th_used[h] = np.asarray(theta, dtype=np.float64)[h]
+        Wq, Wk = w.W_Q[h], w.W_K[h]
+        if used == "operator":
+            kn = np.linalg.norm(sc.K, axis=1) * (1 + gamma(dk + 2))
+            qn = np.linalg.norm(sc.Q, axis=1) * (1 + gamma(dk + 2))
+            a = gain * (spectral_up(Wq) * _masked_rowmax(np.broadcast_to(kn, (L, L)), sc.support)
+                        + spectral_up(Wk) * qn)
+        else:
+            rows = np.arange(L)
+            Kb = np.broadcast_to(sc.K[None], (L, L, dk))
+            Yu = Kb if rope is None else rope.apply_t(Kb, rows=rows[:, None])           # M_iᵀ k_j
+            Qb = np.broadcast_to(sc.Q[:, None], (L, L, dk))
+            Yg = Qb if rope is None else rope.apply_t(Qb, rows=rows[None, :])           # M_jᵀ q_i
+            un = np.sqrt(_sq_norms(Yu, Wq))
+            gn = np.sqrt(_sq_norms(Yg, Wk))
+            if used == "paper":
+                a = _masked_rowmax(un, sc.support) + _masked_rowmax(gn, sc.support)
+            else:
+                phi = sc.phi if cap is not None else 1.0
+                a = _masked_rowmax(phi * (un + gn), sc.support)
+                if used == "centred":
+                    # any centring vector is valid, so the float mean itself is used as m_i
+                    cnt = sc.support.sum(axis=1, keepdims=True)
+                    m = (sc.support.astype(np.float64) @ sc.K) / cnt                       # (L, d_k) per row
+                    Yc = Kb - m[:, None, :]
+                    Yc = Yc if rope is None else rope.apply_t(Yc, rows=rows[:, None])
+                    uc = np.sqrt(_sq_norms(Yc, Wq)) * (1 + gamma(dk + 8))
+                    a = np.minimum(a, _masked_rowmax(uc + gn, sc.support))
+        A[h] = a * (1 + EXT_REL_PAD)
+        V = X @ w.W_V[h]
+        R[h] = _value_radius(V, sc.support, causal_only) * (1 + gamma(d + 4)) * (1 + EXT_REL_PAD)
+        term = spectral_up(w.W_V[h]) + theta_scale * th_used[h] * A[h] * R[h] / w.tau
+        total += term * term
+    per_row = spectral_up(w.W_O) * np.sqrt(total) * math.sqrt(w.d / w.d_out) * (1 + FINAL_MARGIN)
+    return C9ExtResult(float(per_row.max()), per_row, th_used, th_st, A, R, a_form=used)
+
+
+def c10_rope_bound(w: MHAWeights, R: float, *, gain: float = 1.0) -> float:
+    """X3: the Lipschitz constant in ‖·‖_B on D_R of MHA with rotary maps of gain ≤ ``gain``
+    (max_p ‖M_p‖₂; 1 for exact rotations), with ‖W_Q^h‖₂‖W_K^h‖₂ in place of ‖W_Q^h W_K^{hT}‖₂
+    (the supremum over all orthogonal R of ‖W_Q R W_Kᵀ‖₂ is at most that, whatever the length).
+    Also valid with any X-independent score bias and with soft-capping.  float64, not certified."""
+    if not (R >= 0 and math.isfinite(R)):
+        raise ValueError(f"c10_rope_bound: radius R must be finite and ≥ 0, got {R!r}")
+    if not (gain >= 0 and math.isfinite(gain)):
+        raise ValueError(f"c10_rope_bound: gain must be finite and ≥ 0, got {gain!r}")
+    d = w.d
+    g2 = gain * gain * (1 + EXT_REL_PAD)
+    s = 0.0
+    for h in range(w.H):
+        nq, nk = spectral_up(w.W_Q[h]), spectral_up(w.W_K[h])
+        bq = 0.0 if w.b_q is None else float(np.linalg.norm(w.b_q[h])) * (1 + gamma(w.b_q.shape[1] + 2))
+        bk = 0.0 if w.b_k is None else float(np.linalg.norm(w.b_k[h])) * (1 + gamma(w.b_k.shape[1] + 2))
+        f = 1 + g2 * (2 * d * R * R * nq * nk + math.sqrt(d) * R * (nq * bk + nk * bq)) / w.tau
         s += (spectral_up(w.W_V[h]) * f) ** 2
     return spectral_up(w.W_O) * math.sqrt(s) * math.sqrt(d / w.d_out) * (1 + FINAL_MARGIN)

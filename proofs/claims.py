@@ -1,6 +1,6 @@
 """Every statement of the paper the suite tracks, restated in our own words.
 
-Ids (C1…C15 for the paper's statements, X1 beyond the paper, E1–E3 for its
+Ids (C1…C15 for the paper's statements, X1–X6 beyond the paper, E1–E3 for its
 experiments) never change once used.  A claim lists the
 claims its proof uses (so its status can only be ``pass`` when theirs is) and
 what is assumed rather than checked.
@@ -65,6 +65,45 @@ for _c in [
           "constant ‖W_O‖₂ √(Σ_h ‖W_V^h‖₂² (1 + 2dR²‖W_Q^h W_K^{hT}‖₂/τ)²), independent of L; "
           "without the bound R no such constant exists.",
           uses=("C9",), group=_GEOM),
+    Claim("X2", "Local bound with rotary position embeddings (beyond the paper)",
+          "With rotary maps M_p (block-diagonal 2×2 rotations by position-dependent angles) applied to "
+          "queries and keys, s_ij = x_iᵀ W_Q M_iᵀM_j W_Kᵀ x_j = x_iᵀ W_Q R_(j−i) W_Kᵀ x_j. C9's bound holds "
+          "with θ of the rotary rows and, in place of a_i^h, the per-pair maximum "
+          "max_j (‖W_Q M_iᵀ k_j‖ + ‖W_K M_jᵀ q_i‖) over the keys of row i (q, k rotated); the sum "
+          "max_j ‖W_Q R_(j−i) W_Kᵀ x_j‖ + max_j ‖W_K R_(j−i)ᵀ W_Qᵀ x_i‖ is never smaller and also valid. "
+          "C9's a_i^h with the fixed form W_Q W_Kᵀ is not a valid replacement.",
+          notes="The proof is C9's: the score differential of pair (i, j) is e_iᵀu_ij + g_ijᵀe_j with "
+                "u_ij = W_Q M_iᵀ k_j and g_ij = W_K M_jᵀ q_i, so C2 needs the largest |ds_ij − c| over the "
+                "keys of the row (for one offset c), a per-pair quantity. Values are not rotated, so r^h and ‖W_V^h‖ are C9's. "
+                "The bounds are evaluated in float64 and are not certified.",
+          uses=("C2", "C8"), group=_GEOM),
+    Claim("X3", "Length-independent Lipschitz bound with rotary embeddings (beyond the paper)",
+          "On D_R, rotary multi-head attention is Lipschitz in ‖·‖_B with C10's constant in which "
+          "‖W_Q^h W_K^{hT}‖₂ is replaced by ‖W_Q^h‖₂‖W_K^h‖₂, an upper bound on ‖W_Q^h R W_K^{hT}‖₂ for "
+          "every orthogonal R and hence for every position pair: the constant does not depend on L. "
+          "C10's constant with ‖W_Q^h W_K^{hT}‖₂ does not bound rotary attention.",
+          uses=("X2",), group=_GEOM),
+    Claim("X4", "Score biases that do not depend on X (beyond the paper)",
+          "Adding to the scores a bias B that does not depend on X (ALiBi slopes·|i − j|, T5-style "
+          "relative buckets, causal and padding masks as −∞ or large negative values) leaves the Jacobian "
+          "formula unchanged with P the biased softmax: B enters only through P. C9's bound holds with θ "
+          "of the biased rows; θ of the unbiased rows is not enough.",
+          uses=("C9",), group=_GEOM),
+    Claim("X5", "Logit soft-capping (beyond the paper)",
+          "With soft-capped scores z = c·tanh(s/(τc)) (gemma2) the score derivative is multiplied by "
+          "sech²(s/(τc)) ∈ (0, 1], so C9's bound in the form that does not centre the keys (a_i^h = "
+          "max_j ‖W_Q W_Kᵀ x_j‖ + ‖W_K W_Qᵀ x_i‖, likewise X2's per-pair form) holds with θ of the "
+          "capped rows. The centred form (½ of the diameter of the W_Q k_j) is not valid under capping, "
+          "and the score term cannot be dropped.",
+          notes="Centring uses that a constant added to a row of score differentials is killed by the "
+                "softmax Jacobian; the factor sech² varies with the key, so φ_ij·(e_iᵀu_j − c) is not "
+                "φ_ij·e_iᵀu_j − c and the constant no longer cancels.",
+          uses=("C9",), group=_GEOM),
+    Claim("X6", "RMSNorm outputs lie in D_R with R = ‖γ‖∞ (beyond the paper)",
+          "For y = γ ⊙ x/√(mean(x²) + eps) with eps ≥ 0 (RMSNorm, Llama family), RMS(y) ≤ ‖γ‖∞, with "
+          "equality when eps = 0 and x is supported where |γ| is largest; so R = ‖γ‖∞ is the radius of "
+          "C10 and X3 for attention fed by an RMSNorm. RMS(γ) is not a valid radius.",
+          group=_GEOM),
     Claim("C11", "LayerNorm Jacobian structure",
           "J_LN(x) = (1/s) diag(γ)(Π − α ĉĉᵀ) with α = σ²/(σ² + eps); J_LN 1 = 0, (1/γ)ᵀ J_LN = 0, "
           "rank d − 2 when eps = 0 and d − 1 when eps > 0, and J_LN c = 0 only when eps = 0.",

@@ -40,7 +40,7 @@ def test_dependencies_downgrade_to_partial():
 
 
 def test_every_claim_is_registered():
-    expected = [f"C{i}" for i in range(1, 16)] + ["X1", "E1", "E2", "E3"]
+    expected = [f"C{i}" for i in range(1, 16)] + [f"X{i}" for i in range(1, 7)] + ["E1", "E2", "E3"]
     assert sorted(CLAIMS) == sorted(expected)
 
 

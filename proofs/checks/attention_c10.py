@@ -40,12 +40,16 @@ def _project(Z: torch.Tensor, R: float | None) -> None:
 
 
 def lipschitz_search(w: MHAWeights, L: int, R: float | None, steps: int, seed: int,
-                     start_R: float = 1.0) -> tuple[float, int]:
+                     start_R: float = 1.0, forward=None) -> tuple[float, int]:
     """Best ratio ‖f(X)−f(Y)‖_B/‖X−Y‖_B found by Adam ascent (projected onto D_R unless
-    R is None).  Returns (ratio, evaluations)."""
+    R is None).  ``forward(Z, t)``: the map f given w's torch tensors t (default: C10's MHA;
+    X3 passes the rotary one).  Returns (ratio, evaluations)."""
     gen = torch.Generator().manual_seed(seed)
     t = w.torch()
-    f = lambda Z: mha_forward(Z, t["W_Q"], t["W_K"], t["W_V"], t["W_O"], w.tau, causal=w.causal)
+    if forward is None:
+        f = lambda Z: mha_forward(Z, t["W_Q"], t["W_K"], t["W_V"], t["W_O"], w.tau, causal=w.causal)  # noqa: E731
+    else:
+        f = lambda Z: forward(Z, t)  # noqa: E731
     X = torch.randn(L, w.d, generator=gen, dtype=torch.float64)
     X = X / X.pow(2).mean(dim=1, keepdim=True).sqrt() * start_R * (0.5 + 0.5 * torch.rand(L, 1, generator=gen, dtype=torch.float64))
     Y = X + 1e-2 * start_R * torch.randn(L, w.d, generator=gen, dtype=torch.float64)
