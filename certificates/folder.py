@@ -66,8 +66,8 @@ def entropy(R: np.ndarray) -> np.ndarray:
     return np.maximum(np.log(T) - np.einsum("ij,ij->i", R, lx) / T, 0.0)
 
 
-def entropy_tolerance(R: np.ndarray) -> np.ndarray:
-    """How far two machines' :func:`entropy` of the same rows may differ (per row).
+def entropy_with_tolerance(R: np.ndarray):
+    """(:func:`entropy` of the rows, how far two machines' values may differ), one log pass.
 
     Each machine's value is within (L + 8)·u·K of the true H, K = 1 + |log T| + Σ x·|log x|/T:
     the two sums of L terms in any order (γ_L each), a libm log within 4 ulps, one division
@@ -77,8 +77,11 @@ def entropy_tolerance(R: np.ndarray) -> np.ndarray:
     T = R.sum(axis=1)
     lx = np.zeros(R.shape)
     np.log(R, out=lx, where=R > 0)
-    K = 1.0 + np.abs(np.log(T)) + np.einsum("ij,ij->i", R, np.abs(lx)) / T
-    return 2.0 * (R.shape[1] + 8) * 2.0 ** -52 * K
+    lT = np.log(T)
+    H = np.maximum(lT - np.einsum("ij,ij->i", R, lx) / T, 0.0)     # as entropy() computes it
+    np.abs(lx, out=lx)
+    K = 1.0 + np.abs(lT) + np.einsum("ij,ij->i", R, lx) / T
+    return H, 2.0 * (R.shape[1] + 8) * 2.0 ** -52 * K
 
 
 def read_arrays(path, expected=None, keys=None) -> dict:

@@ -419,10 +419,11 @@ def _defect_check(R, msd, path, a, problems):
 
 
 def _entropy_check(R, ent, a, problems):
-    """The descriptive entropy column agrees with the rows within rounding (folder.entropy_tolerance)."""
+    """The descriptive entropy column agrees with the rows within rounding (folder.entropy_with_tolerance)."""
     e = ent[a:a + R.shape[0]]
+    H, tol = fmt.entropy_with_tolerance(R)
     with np.errstate(invalid="ignore"):
-        far = ~(np.abs(e - fmt.entropy(R)) <= fmt.entropy_tolerance(R))
+        far = ~(np.abs(e - H) <= tol)
     if far.any():
         problems.append(f"row {a + int(np.argmax(far))}: metadata.npz entropy {float(e[np.argmax(far)])!r} "
                         "is not the entropy of the row")

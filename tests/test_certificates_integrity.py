@@ -243,3 +243,14 @@ def test_moved_copy_with_shadow_is_refused_too(tmp_path, capsys):
     rc, _, err = _run(["verify", str(dst), "--inputs", str(tmp_path)], capsys)
     assert rc == 2
     _one_line(err, "layer")
+
+
+def test_entropy_check_uses_the_same_values_as_certify():
+    from certificates.folder import entropy, entropy_with_tolerance
+    x = np.random.default_rng(4).random((30, 50)) ** 4
+    x[:5, 10:] = 0.0
+    x[5] = 0.0
+    x[5, 3] = 1.0                                   # one-hot: H clipped at 0
+    H, tol = entropy_with_tolerance(x)
+    assert H.tobytes() == entropy(x).tobytes()
+    assert (tol > 0).all() and (tol < 1e-11).all()
