@@ -2,8 +2,8 @@
 
 Without coqc the tests that compile are skipped (with the install line), and the
 Coq checks themselves must report skip, never pass.  The default tier compiles
-the development once (~15 s); controls, the cross-check and tampered copies
-are in the slow tier.
+the development once (~20 s); controls, the cross-check and tampered copies
+are in the slow tier (`-m slow`).
 """
 import re
 import shutil
@@ -18,32 +18,103 @@ ROOT = Path(__file__).resolve().parent.parent
 needs_coq = pytest.mark.skipif(coq.coqc() is None, reason=coq.NOT_FOUND)
 
 
-def test_theorem_table_points_at_theorem_lines():
+def test_theorem_table_points_at_spec_lines_and_proofs():
     thms = coq.coq_theorems()
-    assert {"C2", "C3", "C4", "C7"} <= {t["claim"] for t in thms}
+    assert {t["claim"] for t in thms} == set(coq.CLAIM_SCOPES) == {"C2", "C3", "C4", "C5", "C6", "C7"}
     for t in thms:
+        assert t["file"] == "proofs/coq/Spec.v" and t["statement"]
         line = (ROOT / t["file"]).read_text().splitlines()[t["line"] - 1]
-        assert re.match(rf"(Theorem|Lemma) {t['theorem']}\b", line), (t, line)
+        assert re.match(rf"Theorem {t['theorem']} :", line), (t, line)
+        assert coq.theorem_line(coq.COQ_DIR / f"{t['module']}.v", t["theorem"]) > 0, t
+
+
+def test_spec_is_in_the_pinned_shape():
+    assert coq.spec_problems() == []
+    assert coq.sources()[-1] == coq.SPEC
+    for t in coq.spec_theorems():
+        assert t.statement.startswith("forall (R : realFieldType) (L : nat)"), t
+
+
+def _spec_copy(tmp_path: Path) -> Path:
+    dst = tmp_path / "coq"
+    shutil.copytree(coq.COQ_DIR, dst)
+    return dst
+
+
+@pytest.mark.parametrize("old,new,why", [
+    ("From AttnSens Require Import Theta.", "From AttnSens Require Import Theta C4.", "unexpected sentence"),
+    ("Local Open Scope ring_scope.", "Local Open Scope ring_scope.\nDefinition four := 4.", "unexpected sentence"),
+    ("Local Open Scope ring_scope.", "Local Open Scope ring_scope.\nSection S.", "unexpected sentence"),
+    ("(** C7: ∀ L, p ∈ Δ_L: θ(p) = 1 − δ(p)²", "(* C7: ∀ L, p ∈ Δ_L: θ(p) = 1 − δ(p)²", "pinned blocks"),
+    ("Proof. exact (@C4.C4_dominant). Qed.", "Proof. by move=> *; apply: C4.C4_dominant. Qed.", "pinned blocks"),
+    ("exact (@C7.C7_delta)", "exact (@C7.C7_certificate)", "names must agree"),
+])
+def test_spec_shape_violations_are_found(tmp_path, old, new, why):
+    src = _spec_copy(tmp_path)
+    text = (src / coq.SPEC).read_text()
+    assert text.count(old) == 1, old
+    (src / coq.SPEC).write_text(text.replace(old, new))
+    assert any(why in p for p in coq.spec_problems(src)), coq.spec_problems(src)
+
+
+def test_readme_table_is_generated_from_spec():
+    readme = (ROOT / "README.md").read_text()
+    assert coq.readme_table() in readme, "README's Coq table is stale: run `python -m proofs.checks.coq --readme`"
 
 
 def test_every_control_file_holds_its_wrong_theorem_and_refutation():
-    for attempt, wrong, refutation, refuter, _ in coq.CONTROLS.values():
+    for claim, attempt, wrong, refutation, refuter, _ in coq.CONTROLS.values():
+        assert claim in coq.CLAIM_SCOPES
         start, end = coq.proof_span(coq.COQ_DIR / "controls" / attempt, wrong)
         assert 0 < start < end
         assert coq.theorem_line(coq.COQ_DIR / "controls" / refutation, refuter) > 0
 
 
 def test_forbidden_words_are_found_outside_comments_only():
-    assert coq._FORBIDDEN.findall(coq.strip_comments("(* Admitted (* admit *) *) Lemma a : True. Admitted.")) \
-        == ["Admitted"]
-    assert coq._FORBIDDEN.findall(coq.strip_comments("(* no Axiom here *) Lemma b : True. Qed.")) == []
+    def words(text):
+        return coq.scan(text)[0]
+
+    assert words("(* Admitted (* admit *) *) Lemma a : True. Admitted.") == ["Admitted"]
+    assert words("(* no Axiom here *) Lemma b : True. Qed.") == []
+    # Nested comments, and strings lexed as Coq does: "(*" in a string opens no comment.
+    assert words('Definition s := "(*". Axiom x : False. (* "*)" Admitted *)') == ["Axiom"]
+    assert words("(* (* *) Hypothesis h : False. *) Lemma c : True. Qed.") == []
+    for decl in ("Hypothesis cheat : False.", "Hypotheses a b : False.", "Context (h : False).",
+                 "Variable cheat : False.", "Variables (R : realFieldType) (hL : (0 < L)%N).",
+                 "Parameter x : nat.", "Conjecture c : False.", "Local Axiom a : False.",
+                 "Unset Guard Checking.", "Admit Obligations.", "Proof. admit. Qed."):
+        assert words(decl), decl
+
+
+def test_section_variables_only_over_carrier_types():
+    assert coq.scan("Section S. Variables (R : realFieldType) (L : nat). End S.") == ([], {"realFieldType", "nat"})
+    assert coq.scan("Section S. Variable R : realFieldType. End S.") == ([], {"realFieldType"})
+    assert coq.scan("Section S. Variables (R : realFieldType) (p : 'I_L -> R). End S.")[0] == ["Variables"]
+    assert coq.section_variable_types("Variables (R : realFieldType) (h : (0 < L)%N)") is None
+
+
+def test_print_assumptions_output_is_parsed_strictly(monkeypatch):
+    assert coq.assumption_names(coq.CLOSED) == []
+    text = "Axioms:\nClassical_Prop.classic : forall P : Prop,\n                         P \\/ ~ P"
+    assert coq.assumption_names(text) == ["Classical_Prop.classic"]
+    assert coq.assumption_names("Section Variables:\ncheat : False") is None
+    assert coq.assumption_names("(no output: exit 1) Error") is None
+    assert coq.assumption_problems("C4_dominant", text)          # not allow-listed today
+    monkeypatch.setitem(coq.ALLOWED_AXIOMS, "C4_dominant", ("Classical_Prop.classic",))
+    assert coq.assumption_problems("C4_dominant", text) == []
+    assert coq.assumption_problems("C3_uniform", text)            # the allow-list is per theorem
+    shown = {t["theorem"]: t["statement"] for t in coq.coq_theorems()}
+    assert shown["C4_dominant"].endswith("[assumes the axioms Classical_Prop.classic]")
+    assert "assumes" not in shown["C3_uniform"]
 
 
 def test_without_coqc_every_coq_check_skips(monkeypatch):
     load_all()
     monkeypatch.setattr(coq, "coqc", lambda: None)
     mine = [c for c in CHECKS if c.method == "coq"]
-    assert len(mine) == 10 and all(c.tier == "coq" for c in mine)
+    # c2…c7_coq and the cross-check; a negative control per CONTROLS entry and the cross-check's.
+    assert len(mine) == len(coq.CLAIM_SCOPES) + 1 + len(coq.CONTROLS) + 1 == 15
+    assert all(c.tier == "coq" for c in mine)
     for c in mine:
         ev = c.run("coq")
         assert ev.status == "skip" and coq.INSTALL in ev.detail, (c.name, ev.status)
@@ -58,19 +129,20 @@ def test_crosscheck_source_states_the_numerics_values():
 
 @needs_coq
 def test_positive_checks_pass_with_no_assumptions():
-    for claim in ("C2", "C3", "C4", "C7"):
+    for claim in coq.CLAIM_SCOPES:
         ev = coq.verify_claim(claim)
         assert ev.status == "pass", (claim, ev.detail)
         pa = ev.numbers["print_assumptions"]
         assert pa and all(t == coq.CLOSED for t in pa.values())
+        assert ev.numbers["theorems"] == [t.name for t in coq.spec_theorems() if t.claim == claim]
 
 
 @needs_coq
 @pytest.mark.slow
 def test_negative_controls_and_crosscheck_pass():
-    for claim in coq.CONTROLS:
-        ev = coq.refute_claim(claim)
-        assert ev.status == "pass", (claim, ev.detail)
+    for control in coq.CONTROLS:
+        ev = coq.refute_claim(control)
+        assert ev.status == "pass", (control, ev.detail)
     assert coq.c2_coq_crosscheck("coq").status == "pass"
     assert coq.c2_coq_crosscheck_negative("coq").status == "pass"
 
@@ -95,21 +167,80 @@ def _set_proof(path: Path, name: str, proof: str) -> None:
     path.write_text(head + f"Theorem {name}" + statement + proof + body.partition("Qed.")[2])
 
 
+_C4_SECTION = "Implicit Types (p : 'I_L -> R) (S : {set 'I_L}).\n\nLemma split_value_compl"
+_C4_PREMISES = "distribution p -> 2^-1 <= p i0 ->"
+_C4_INTRO = "move=> hp hm; have [p0 hs] := hp."
+_C3_INTRO = "move=> L0; have L0' : L%:R != 0 :> R by rewrite pnatr_eq0 -lt0n.\nhave hL"
+_C5_PMAX = ("  4 * pmax p * (1 - pmax p) <= theta p /\\ 1 - pmax p ^+ 2 <= theta p.\n"
+            "Proof. by move=> hp; split; [exact: C5_pmax_singleton | exact: C5_pmax_square]. Qed.")
+
+# name -> (claim, [(file, old, new)], what the failure must name, whether the word scan must be clean)
+TAMPERS = {
+    # The finding of issue 24: a false section Hypothesis becomes a premise of C4_dominant's type;
+    # Print Assumptions is closed, so only the word scan and Spec.v can see it (both do).
+    "section_hypothesis": ("C4", [
+        ("C4.v", _C4_SECTION, _C4_SECTION.replace(
+            "\n\nLemma", "\nHypothesis cheat : forall (p : 'I_L -> R) i, theta p = 4 * p i * (1 - p i).\n\nLemma")),
+        ("C4.v", _C4_INTRO + "\napply/le_anti", "by move=> _ _; exact: cheat.\n(* apply/le_anti"),
+        ("C4.v", "by apply: mass_ge_atom => //; rewrite in_setC.\nQed.",
+         "by apply: mass_ge_atom => //; rewrite in_setC. *)\nQed.")],
+        ["forbidden word 'Hypothesis'", "Spec.v did not compile", "C4_dominant"], False),
+    # A changed hypothesis: p_i ≥ 1/4 is false, so C4.v itself no longer compiles.
+    "quarter_hypothesis": ("C4", [("C4.v", _C4_PREMISES, "distribution p -> 4^-1 <= p i0 ->")],
+                           ["the development did not compile", "C4.v"], True),
+    # A changed hypothesis that still proves (p_i > 1/2, a weaker theorem): only Spec.v sees it.
+    "strict_hypothesis": ("C4", [("C4.v", _C4_PREMISES, "distribution p -> 2^-1 < p i0 ->"),
+                                 ("C4.v", _C4_INTRO, "move=> hp /ltW hm; have [p0 hs] := hp.")],
+                          ["Spec.v did not compile", "C4_dominant"], True),
+    # A dropped conjunct (C5_pmax keeps θ ≥ 4m(1 − m) only): only Spec.v sees it.
+    "dropped_conjunct": ("C5", [("C5.v", _C5_PMAX, ("  4 * pmax p * (1 - pmax p) <= theta p.\n"
+                                                     "Proof. by move=> hp; exact: C5_pmax_singleton. Qed."))],
+                         ["Spec.v did not compile", "C5_pmax"], True),
+    # An extra Axiom: the word scan and Print Assumptions both name it.
+    "extra_axiom": ("C3", [("C3.v", "Section C3.\n", "Axiom cheat : False.\nSection C3.\n"),
+                           ("C3.v", _C3_INTRO, "by case: cheat.\n(* have hL"),
+                           ("C3.v", "exact: odd_gap.\nQed.", "exact: odd_gap. *)\nQed.")],
+                    ["forbidden word 'Axiom'", "Print Assumptions C3_uniform", "cheat"], False),
+    # A top-level Variable (an axiom in disguise): the word scan and Print Assumptions.
+    "top_level_variable": ("C3", [("C3.v", "Section C3.\n", "Variable cheat : False.\nSection C3.\n"),
+                                  ("C3.v", _C3_INTRO, "by case: cheat.\n(* have hL"),
+                                  ("C3.v", "exact: odd_gap.\nQed.", "exact: odd_gap. *)\nQed.")],
+                           ["forbidden word 'Variable'", "Print Assumptions C3_uniform", "cheat"], False),
+    # An Admitted main theorem: the word scan and Print Assumptions.
+    "admitted": ("C4", [("C4.v", "by apply: mass_ge_atom => //; rewrite in_setC.\nQed.", "Admitted.")],
+                 ["forbidden word 'Admitted'", "Print Assumptions C4_dominant"], False),
+    # An axiom from a library (classical logic), with no forbidden word: Print Assumptions only.
+    "library_axiom": ("C4", [("C4.v", "From AttnSens Require Import Theta.\n",
+                              "From AttnSens Require Import Theta.\nFrom Coq Require Classical_Prop.\n"),
+                             ("C4.v", _C4_INTRO, "have _ := Classical_Prop.classic True.\n" + _C4_INTRO)],
+                      ["Print Assumptions C4_dominant", "classic", "not on the allow-list"], True),
+}
+
+
 @needs_coq
 @pytest.mark.slow
-def test_tampered_development_is_caught(tmp_path):
-    # An Admitted main theorem: it compiles, but Print Assumptions names it.
-    src = _copy(tmp_path / "a")
-    _replace(src / "C4.v", "by apply: mass_ge_atom => //; rewrite in_setC.\nQed.", "Admitted.")
-    ev = coq.verify_claim("C4", src)
-    assert ev.status == "fail" and "Print Assumptions C4_dominant" in ev.detail
-    # A hidden axiom the word scan does not see (a top-level Variable): only Coq can tell.
-    src = _copy(tmp_path / "b")
-    _replace(src / "C3.v", "Section C3.\n", "Variable cheat : False.\nSection C3.\n")
-    _set_proof(src / "C3.v", "C3_uniform", "Proof. case: cheat. Qed.")
-    b = coq.build(src)
-    ev = coq.verify_claim("C3", src)
-    assert b.forbidden == [] and ev.status == "fail" and "cheat" in ev.detail, ev.detail
+@pytest.mark.parametrize("name", sorted(TAMPERS))
+def test_tampered_development_is_caught(tmp_path, name, monkeypatch):
+    claim, edits, must_name, scan_clean = TAMPERS[name]
+    src = _copy(tmp_path)
+    for fname, old, new in edits:
+        _replace(src / fname, old, new)
+    ev = coq.verify_claim(claim, src)
+    assert ev.status == "fail", (name, ev.detail)
+    for words in must_name:
+        assert words in ev.detail, (name, words, ev.detail)
+    assert (coq.build(src).forbidden == []) == scan_clean, coq.build(src).forbidden
+    if name == "library_axiom":
+        # The allow-list is the one way to accept an axiom, per theorem, and the dashboard names it.
+        axiom = next(a for a in coq.assumption_names(coq.main_assumptions(src)["C4_dominant"]) if "classic" in a)
+        monkeypatch.setitem(coq.ALLOWED_AXIOMS, "C4_dominant", (axiom,))
+        assert coq.verify_claim("C4", src).status == "pass"
+        assert axiom in next(t["statement"] for t in coq.coq_theorems() if t["theorem"] == "C4_dominant")
+
+
+@needs_coq
+@pytest.mark.slow
+def test_tampered_controls_are_caught(tmp_path):
     # A wrong variant "proved" by Admitted, or an admitted refutation: the control must fail.
     src = _copy(tmp_path / "c")
     _set_proof(src / "controls" / "C4_nohalf.v", "C4_nohalf_wrong", "Proof. Admitted.")
@@ -117,7 +248,7 @@ def test_tampered_development_is_caught(tmp_path):
     assert coq.refute_claim("C4", src).status == "fail"
     ev = coq.refute_claim("C7", src)
     assert ev.status == "fail" and "C7_const8_refuted" in ev.detail
-    # A broken development: no control may pass on it.
+    # A broken development: no check or control may pass on it.
     src = _copy(tmp_path / "d")
     _replace(src / "Theta.v", "Definition mass p S", "Definition mass p S :=")
     assert coq.verify_claim("C2", src).status == "fail"

@@ -1,17 +1,28 @@
-"""Coq checks (tier "coq"): C2, C3, C4 and C7 proved for every L over any realFieldType.
+"""Coq checks (tier "coq"): C2–C7 proved for every L over any realFieldType.
 
-The development is proofs/coq/ (files in _CoqProject order).  A run copies it
-to a temporary folder, compiles it once per process with a ``coqc`` loop, and
-reads ``Print Assumptions`` of every main theorem: a check passes only if the
-development compiled and Coq itself reports "Closed under the global context"
-(so an ``Admitted``, ``Axiom`` or ``Parameter`` anywhere underneath fails it).
+The development is proofs/coq/ (files in _CoqProject order).  Its statements are
+pinned by proofs/coq/Spec.v: every theorem the dashboard shows is stated there,
+outside any section, with the definitions of Theta.v only, and proved by a
+plain ``exact`` of the development's theorem, so Spec.v compiles only if that
+theorem's type is the pinned statement (an extra premise, such as a section
+``Hypothesis``, a changed hypothesis or a dropped conjunct breaks it).  The
+readable statements (dashboard, README table) are the ``(** Cn: ... *)`` line
+above each Spec theorem, parsed here: they are written once.
 
-Negative controls (proofs/coq/controls/): per claim a deliberately wrong
-variant whose proof attempt (the real proof script) must fail, with coqc's
-error located inside the wrong theorem, and a machine-checked refutation of
-the wrong variant on a concrete rational counterexample, which must compile
-with no assumptions.  A missing coqc is a ``skip`` for every Coq check, never a
-pass.  Precision contract: exact (Coq's kernel; rationals are MathComp's rat).
+A run copies the development to a temporary folder, compiles it once per
+process with a ``coqc`` loop, and reads ``Print Assumptions`` of every Spec
+theorem.  A check passes only if everything compiled, Spec.v has the pinned
+shape, no forbidden word (``Admitted``, ``Axiom``, ``Hypothesis``, ``Context``, a
+section ``Variable`` over anything but the carrier types ``realFieldType`` and
+``nat``, ...) occurs outside comments, and Coq prints "Closed under the global
+context" for each theorem, or names only axioms on ALLOWED_AXIOMS (empty).
+
+Negative controls (proofs/coq/controls/): per wrong variant, a proof attempt
+(the real proof script) that must fail, with coqc's error located inside the
+wrong theorem, and a machine-checked refutation of the wrong variant on a
+concrete rational counterexample, which must compile with no assumptions.  A
+missing coqc is a ``skip`` for every Coq check, never a pass.  Precision
+contract: exact (Coq's kernel; rationals are MathComp's rat).
 """
 from __future__ import annotations
 
@@ -21,6 +32,7 @@ import itertools
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -31,6 +43,7 @@ from ..registry import Evidence, check
 
 ROOT = Path(__file__).resolve().parents[2]
 COQ_DIR = ROOT / "proofs" / "coq"
+SPEC = "Spec.v"
 INSTALL = ("apt-get update && apt-get install -y coq libcoq-mathcomp-algebra "
            "libcoq-mathcomp-algebra-tactics")
 NOT_FOUND = f"coqc not found; install: {INSTALL}"
@@ -42,70 +55,222 @@ CLAIM_SCOPES = {
     "C2": SCOPE + ": C2 (a) box bound, (b) attained at a sign vector, ‖C‖∞→1 = θ",
     "C3": SCOPE + ": θ(uniform) = 1 (even L), 1 − 1/L² (odd L)",
     "C4": SCOPE + ": p_i ≥ 1/2 ⇒ θ = 4p_i(1 − p_i)",
+    "C5": SCOPE + ": θ ≥ 4p_i(1 − p_i) for every i; θ ≥ 4m(1 − m) and θ ≥ 1 − m² for m = p_max",
+    "C6": SCOPE + ": removing a zero atom leaves θ unchanged; |θ(p) − θ(q)| ≤ 2‖p − q‖₁ on the simplex",
     "C7": SCOPE + ": θ(x/(a + b)) ≥ 4ab/(a + b)² for any S; θ = 1 − δ²",
 }
 
-# (claim, Coq name, file, readable statement).  θ(p) = max_S 4p(S)(1 − p(S)), C(p) = diag(p) − ppᵀ,
-# Δ_L = {p : p_i ≥ 0, Σp = 1}; every statement holds over any realFieldType (ℝ, ℚ, ...).
-THEOREMS = (
-    ("C2", "C2_upper", "C2.v",
-     "∀ L, p ∈ Δ_L, τ > 0, x with |x_i| ≤ 1: ‖(C(p)/τ)x‖₁ ≤ θ(p)/τ"),
-    ("C2", "C2_attained", "C2.v",
-     "∀ L, p ∈ Δ_L, τ > 0: ∃ S, ‖(C(p)/τ)(1_S − 1_Sᶜ)‖₁ = θ(p)/τ"),
-    ("C2", "C2_inf1norm", "C2.v",
-     "∀ L, p ∈ Δ_L: max over x ∈ {±1}^L of ‖C(p)x‖₁ = θ(p)"),
-    ("C3", "C3_uniform", "C3.v",
-     "∀ L ≥ 1: θ(uniform on L atoms) = 1 − 1/L² for odd L, 1 for even L"),
-    ("C4", "C4_dominant", "C4.v",
-     "∀ L, p ∈ Δ_L, i with p_i ≥ 1/2 (so p_i = max p): θ(p) = 4p_i(1 − p_i)"),
-    ("C7", "C7_certificate", "C7.v",
-     "∀ L, x ∈ R^L, S with a = Σ_S x_i, b = Σ_Sᶜ x_i, a + b ≠ 0: θ(x/(a + b)) ≥ 4ab/(a + b)²"),
-    ("C7", "C7_delta", "C7.v",
-     "∀ L, p ∈ Δ_L: θ(p) = 1 − δ(p)² with δ(p) = min_S |p(S) − p(Sᶜ)|"),
-)
+# Axioms a Spec theorem may rely on (Spec theorem name -> axiom names as Print Assumptions prints
+# them).  Empty: every theorem is closed.  An entry is shown next to the theorem on the dashboard.
+ALLOWED_AXIOMS: dict[str, tuple[str, ...]] = {}
 
-# claim -> (control file, wrong theorem, refutation file, refuting theorem, what is wrong)
+# Section variables are allowed only over these carrier types: an inhabited type with no
+# propositional content cannot smuggle a premise, and every Spec statement must bind them.
+SECTION_TYPES = ("realFieldType", "nat")
+# What Spec.v may import with Import (the development's theorem files are loaded with Require only).
+SPEC_IMPORTS = ("Theta",)
+SPEC_OPEN_IMPORTS = ("Order.TTheory", "GRing.Theory", "Num.Theory")
+
+# control id -> (claim, control file, wrong theorem, refutation file, refuting theorem, what is wrong)
 CONTROLS = {
-    "C2": ("C2_half.v", "C2_half_wrong", "C2_half_refuted.v", "C2_half_refuted",
+    "C2": ("C2", "C2_half.v", "C2_half_wrong", "C2_half_refuted.v", "C2_half_refuted",
            "‖C(p)x‖₁ ≤ θ(p)/2; refuted at p = (1/2, 1/2)"),
-    "C3": ("C3_swapped.v", "C3_swapped_wrong", "C3_swapped_refuted.v", "C3_swapped_refuted",
+    "C3": ("C3", "C3_swapped.v", "C3_swapped_wrong", "C3_swapped_refuted.v", "C3_swapped_refuted",
            "parities swapped; refuted at L = 2"),
-    "C4": ("C4_nohalf.v", "C4_nohalf_wrong", "C4_nohalf_refuted.v", "C4_nohalf_refuted",
+    "C4": ("C4", "C4_nohalf.v", "C4_nohalf_wrong", "C4_nohalf_refuted.v", "C4_nohalf_refuted",
            "θ = 4p_i(1 − p_i) without p_i ≥ 1/2; refuted at uniform L = 4"),
-    "C7": ("C7_const8.v", "C7_const8_wrong", "C7_const8_refuted.v", "C7_const8_refuted",
+    "C5": ("C5", "C5_quarter.v", "C5_quarter_wrong", "C5_quarter_refuted.v", "C5_quarter_refuted",
+           "θ ≥ 1 − m²/4; refuted at uniform L = 3 (θ = 8/9 < 35/36)"),
+    "C6_zero": ("C6", "C6_any_atom.v", "C6_any_atom_wrong", "C6_any_atom_refuted.v", "C6_any_atom_refuted",
+                "removing any atom (no p_i = 0) leaves θ unchanged; refuted at the row (1/2, 1), atom 0"),
+    "C6_lip": ("C6", "C6_lip1.v", "C6_lip1_wrong", "C6_lip1_refuted.v", "C6_lip1_refuted",
+               "θ 1-Lipschitz in ℓ1; refuted at p = (1, 0), q = (3/4, 1/4)"),
+    "C7": ("C7", "C7_const8.v", "C7_const8_wrong", "C7_const8_refuted.v", "C7_const8_refuted",
            "certificate 8ab/(a + b)²; refuted at x = (1/2, 1/2), S = {0}"),
 }
 
-_FORBIDDEN = re.compile(r"\b(Admitted|admit|Axiom|Axioms|Parameter|Parameters|Conjecture)\b")
+_FORBIDDEN = re.compile(r"\b(Admitted|admit|Admit|Axiom|Axioms|Parameter|Parameters|Conjecture|Hypothesis|"
+                        r"Hypotheses|Variable|Variables|Context|bypass_check|Guard\s+Checking|"
+                        r"Positivity\s+Checking|Universe\s+Checking|Declare\s+ML\s+Module)\b")
 _ERROR_AT = re.compile(r'File "\./(?P<file>[^"]+)", line (?P<line>\d+), characters \d+-\d+:\s*\nError:')
 
 
-# ----------------------------------------------------------------------------- building
+# ----------------------------------------------------------------------------- reading Coq source
 
 def coqc() -> str | None:
     return shutil.which("coqc")
 
 
 def sources(src: Path = COQ_DIR) -> list[str]:
-    """The .v files of the development, in the order _CoqProject lists them."""
+    """The .v files of the development, in the order _CoqProject lists them (Spec.v last)."""
     return [ln.strip() for ln in (src / "_CoqProject").read_text().splitlines() if ln.strip().endswith(".v")]
 
 
-def strip_comments(text: str) -> str:
-    """Coq source without (* nested *) comments (so a word in a comment is not flagged)."""
-    out, depth, i = [], 0, 0
-    while i < len(text):
-        two = text[i:i + 2]
-        if two == "(*":
-            depth, i = depth + 1, i + 2
-        elif two == "*)" and depth:
-            depth, i = depth - 1, i + 2
+def comment_mask(text: str) -> list[bool]:
+    """Per character of ``text``: is it inside a (* nested *) comment?  Lexed as Coq does: a
+    string literal ("..." with "" for a quote) outside a comment is code, and inside a comment it
+    is skipped, so neither "(*" nor "*)" within a string opens or closes a comment."""
+    mask, depth, i, n = [False] * len(text), 0, 0, len(text)
+    while i < n:
+        if text[i] == '"':
+            j = i + 1
+            while j < n and not (text[j] == '"' and text[j + 1:j + 2] != '"'):
+                j += 2 if text[j] == '"' else 1
+            mask[i:j + 1] = [depth > 0] * len(mask[i:j + 1])
+            i = j + 1
+        elif text.startswith("(*", i):
+            depth += 1
+            mask[i:i + 2] = [True, True]
+            i += 2
+        elif text.startswith("*)", i) and depth:
+            depth -= 1
+            mask[i:i + 2] = [True, True]
+            i += 2
         else:
-            if not depth:
-                out.append(text[i])
+            mask[i] = depth > 0
             i += 1
-    return "".join(out)
+    return mask
 
+
+def strip_comments(text: str) -> str:
+    """Coq source without its comments (see comment_mask), so a word in a comment is not flagged."""
+    return "".join(c for c, m in zip(text, comment_mask(text)) if not m)
+
+
+def sentences(code: str) -> list[str]:
+    """Comment-free Coq text split into sentences (a sentence ends at a '.' followed by
+    white space or the end), each with white space collapsed."""
+    return [" ".join(s.split()) for s in re.split(r"\.(?=\s|$)", code) if s.strip()]
+
+
+_VARIABLE = re.compile(r"(?:#\[[^\]]*\]\s*)?(?:Local\s+)?Variables?\s+(?P<body>.*)", re.DOTALL)
+_BINDER = re.compile(r"\(\s*(?P<names>[A-Za-z_][\w']*(?:\s+[A-Za-z_][\w']*)*)\s*:\s*(?P<type>[^():]+?)\s*\)")
+
+
+def section_variable_types(sentence: str) -> tuple[str, ...] | None:
+    """The types a ``Variable``/``Variables`` sentence declares if every one is a carrier type
+    of SECTION_TYPES, else None (the sentence is then forbidden like a ``Hypothesis``)."""
+    m = _VARIABLE.fullmatch(sentence)
+    if not m:
+        return None
+    body = m["body"].strip()
+    if body.startswith("("):
+        if not re.fullmatch(rf"(?:{_BINDER.pattern}\s*)+", body):
+            return None
+        types = tuple(b["type"] for b in _BINDER.finditer(body))
+    else:
+        bare = re.fullmatch(r"[A-Za-z_][\w']*(?:\s+[A-Za-z_][\w']*)*\s*:\s*(?P<type>[^():]+?)", body)
+        if not bare:
+            return None
+        types = (bare["type"],)
+    return types if all(t in SECTION_TYPES for t in types) else None
+
+
+def scan(text: str) -> tuple[list[str], set[str]]:
+    """(forbidden words outside comments, carrier types of the allowed section variables)."""
+    words, carriers = [], set()
+    for s in sentences(strip_comments(text)):
+        types = section_variable_types(s)
+        if types is not None:
+            carriers |= set(types)
+            continue
+        words += [m.group(0) for m in _FORBIDDEN.finditer(s)]
+    return words, carriers
+
+
+@dataclass(frozen=True)
+class SpecTheorem:
+    claim: str
+    name: str        # the Spec theorem (Spec.<name>), the same name as the development's theorem
+    readable: str    # the (** Cn: ... *) line, as the dashboard shows it
+    statement: str   # the Coq statement
+    module: str      # the development file (stem) that proves it
+    line: int        # line of ``Theorem name`` in Spec.v
+
+
+_SPEC_BLOCK = re.compile(
+    r"\(\*\*\s*(?P<claim>[A-Z]\d+):\s*(?P<readable>(?:(?!\*\)).)*?)\s*\*\)\s*"
+    r"Theorem\s+(?P<name>\w+)\s*:\s*(?P<statement>.*?)\.\s+"
+    r"Proof\.\s+exact\s+\(@(?P<module>\w+)\.(?P<target>\w+)\)\.\s+Qed\.", re.DOTALL)
+
+
+def spec_theorems(src: Path = COQ_DIR) -> list[SpecTheorem]:
+    """The pinned statements of Spec.v, in file order (needs no coqc)."""
+    text = (Path(src) / SPEC).read_text()
+    mask, out = comment_mask(text), []
+    for m in _SPEC_BLOCK.finditer(text):
+        if mask[m.start("name")]:
+            continue  # a block inside a comment states nothing
+        out.append(SpecTheorem(m["claim"], m["name"], " ".join(m["readable"].split()),
+                               " ".join(m["statement"].split()), m["module"],
+                               text.count("\n", 0, m.start("name")) + 1))
+    return out
+
+
+def spec_problems(src: Path = COQ_DIR) -> list[str]:
+    """Why Spec.v is not in the pinned shape (empty when it is): only imports, scope settings
+    and `Theorem name : statement. Proof. exact (@File.name). Qed.` blocks, each with its
+    readable line; no section, no definition, nothing else."""
+    src = Path(src)
+    text = (src / SPEC).read_text()
+    dev = [Path(n).stem for n in sources(src) if n != SPEC]
+    problems = []
+    allowed = [
+        r"From mathcomp(?:\.\w+)* Require Import [\w. ]+",
+        rf"From {LOGICAL} Require Import (?:{'|'.join(SPEC_IMPORTS)})(?: (?:{'|'.join(SPEC_IMPORTS)}))*",
+        rf"From {LOGICAL} Require (?:{'|'.join(dev)})(?: (?:{'|'.join(dev)}))*",
+        rf"Import (?:{'|'.join(map(re.escape, SPEC_OPEN_IMPORTS))})(?: (?:{'|'.join(map(re.escape, SPEC_OPEN_IMPORTS))}))*",
+        r"Local Open Scope ring_scope", r"Theorem \w+ : .+", r"Proof", r"exact \(@\w+\.\w+\)", r"Qed",
+    ]
+    for s in sentences(strip_comments(text)):
+        if not any(re.fullmatch(a, s, re.DOTALL) for a in allowed):
+            problems.append(f"{SPEC}: unexpected sentence {s[:80]!r}")
+    thms = spec_theorems(src)
+    n_theorems = len(re.findall(r"(?m)^\s*Theorem\s", strip_comments(text)))
+    if len(thms) != n_theorems or n_theorems == 0:
+        problems.append(f"{SPEC}: {n_theorems} Theorem sentences but {len(thms)} pinned blocks "
+                        "(each Theorem needs its (** Cn: ... *) line and `Proof. exact (@File.name). Qed.`)")
+    mask = comment_mask(text)
+    for m in _SPEC_BLOCK.finditer(text):
+        if mask[m.start("name")]:
+            continue
+        if m["target"] != m["name"]:
+            problems.append(f"{SPEC}: {m['name']} is proved by {m['module']}.{m['target']} (names must agree)")
+        if m["module"] not in dev:
+            problems.append(f"{SPEC}: {m['name']} cites {m['module']}, not a development file")
+    names = [t.name for t in thms]
+    problems += [f"{SPEC}: {n} is stated twice" for n in sorted({n for n in names if names.count(n) > 1})]
+    # A section variable of the proving file must be bound by the pinned statement.
+    for t in thms:
+        if t.module in dev:
+            _, carriers = scan((src / f"{t.module}.v").read_text())
+            for ty in sorted(carriers):
+                if not re.search(rf":\s*{re.escape(ty)}\s*\)", t.statement):
+                    problems.append(f"{SPEC}: {t.name} does not bind the section variable type {ty} of {t.module}.v")
+    return problems
+
+
+def assumption_names(text: str) -> list[str] | None:
+    """The axioms a ``Print Assumptions`` output lists: [] for "Closed under the global
+    context", None for anything that is not a plain "Axioms:" list (section variables,
+    relaxed checking, an error)."""
+    if text == CLOSED:
+        return []
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "Axioms:":
+        return None
+    names = []
+    for ln in lines[1:]:
+        if not ln.strip() or ln[0].isspace():
+            continue  # a blank line or the continuation of a type
+        m = re.match(r"([\w.']+)\s*:", ln)
+        if not m:
+            return None
+        names.append(m.group(1))
+    return names or None
+
+
+# ----------------------------------------------------------------------------- building
 
 @dataclass
 class Build:
@@ -113,6 +278,7 @@ class Build:
     workdir: Path
     seconds: dict = field(default_factory=dict)   # file -> compile seconds
     log: str = ""                                  # coqc output of the first failure
+    failed: str = ""                               # the file that did not compile
     forbidden: list = field(default_factory=list)  # (file, word) found outside comments
 
 
@@ -139,12 +305,14 @@ def _build(src: Path) -> Build:
         shutil.copy(f, work / f.name)
     b = Build(True, work)
     for name in sources(src):
-        b.forbidden += [(name, m.group(0)) for m in _FORBIDDEN.finditer(strip_comments((src / name).read_text()))]
+        b.forbidden += [(name, w) for w in scan((src / name).read_text())[0]]
+    for name in sources(src):
         t0 = time.perf_counter()
         res = run_coqc(work, name)
         b.seconds[name] = round(time.perf_counter() - t0, 2)
         if res.returncode != 0:
-            b.ok, b.log = False, f"{name}: exit {res.returncode}\n{_tail(res.stdout + res.stderr)}"
+            b.ok, b.failed = False, name
+            b.log = f"{name}: exit {res.returncode}\n{_tail(res.stdout + res.stderr)}"
             break
     return b
 
@@ -159,16 +327,15 @@ def _tail(text: str, lines: int = 15) -> str:
 _probes = itertools.count()
 
 
-def assumptions(b: Build, names: tuple[str, ...], imports: str) -> dict[str, str]:
-    """``Print Assumptions`` of each name, as Coq prints it (one Redirect file per name)."""
+def assumptions(b: Build, names: tuple[str, ...], header: str) -> dict[str, str]:
+    """``Print Assumptions`` of each (qualified) name, as Coq prints it, after ``header``."""
     probe = f"pa{next(_probes)}"
-    lines = [f"From {LOGICAL} Require Import {imports}."]
-    lines += [f'Redirect "{probe}_{n}" Print Assumptions {n}.' for n in names]
+    lines = [header] + [f'Redirect "{probe}_{k}" Print Assumptions {n}.' for k, n in enumerate(names)]
     (b.workdir / f"{probe}.v").write_text("\n".join(lines) + "\n")
     res = run_coqc(b.workdir, f"{probe}.v")
     out = {}
-    for n in names:
-        f = b.workdir / f"{probe}_{n}.out"
+    for k, n in enumerate(names):
+        f = b.workdir / f"{probe}_{k}.out"
         out[n] = f.read_text().strip() if res.returncode == 0 and f.exists() else \
             f"(no output: exit {res.returncode}) {_tail(res.stdout + res.stderr, 5)}"
     return out
@@ -195,46 +362,69 @@ def proof_span(path: Path, name: str) -> tuple[int, int]:
 
 # ----------------------------------------------------------------------------- verdicts
 
-def _main_imports(src: Path) -> str:
-    return " ".join(Path(n).stem for n in sources(src))
+def _dev_imports(src: Path) -> str:
+    return " ".join(Path(n).stem for n in sources(src) if n != SPEC)
 
 
 def main_assumptions(src: Path = COQ_DIR) -> dict[str, str]:
-    """Print Assumptions of every theorem in THEOREMS, in one coqc run per process."""
+    """Print Assumptions of every Spec theorem (by name), in one coqc run per process."""
     return _main_assumptions(Path(src).resolve())
 
 
 @functools.lru_cache(maxsize=None)
 def _main_assumptions(src: Path) -> dict[str, str]:
-    return assumptions(build(src), tuple(n for _, n, _, _ in THEOREMS), _main_imports(src))
+    names = tuple(t.name for t in spec_theorems(src))
+    pa = assumptions(build(src), tuple(f"Spec.{n}" for n in names), f"From {LOGICAL} Require Spec.")
+    return {n: pa[f"Spec.{n}"] for n in names}
+
+
+def assumption_problems(name: str, text: str) -> list[str]:
+    """Why a Spec theorem's Print Assumptions output is not acceptable (empty when it is)."""
+    axioms = assumption_names(text)
+    if axioms is None:
+        return [f"Print Assumptions {name}: {text!r}"]
+    extra = [a for a in axioms if a not in ALLOWED_AXIOMS.get(name, ())]
+    return [f"Print Assumptions {name}: axiom {a} is not on the allow-list" for a in extra]
 
 
 def verify_claim(claim: str, src: Path = COQ_DIR) -> Evidence:
-    """Positive check: ``src`` compiles and every main theorem of ``claim`` has no assumptions."""
-    names = tuple(n for c, n, _, _ in THEOREMS if c == claim)
+    """Positive check: ``src`` compiles (Spec.v included, so every development theorem has its
+    pinned type), Spec.v has the pinned shape, no forbidden word occurs, and every Spec
+    theorem of ``claim`` is closed (or uses only allow-listed axioms)."""
+    src = Path(src)
     scope = CLAIM_SCOPES[claim]
     if coqc() is None:
         return Evidence("skip", scope, detail=NOT_FOUND)
+    names = tuple(t.name for t in spec_theorems(src) if t.claim == claim)
     b = build(src)
     nums = {"compile_seconds": b.seconds, "theorems": list(names)}
+    problems = spec_problems(src)
+    problems += [f"{f}: forbidden word {w!r} outside comments" for f, w in b.forbidden]
+    if not names:
+        problems.append(f"{SPEC} pins no theorem for {claim}")
     if not b.ok:
-        return Evidence("fail", scope, numbers=nums, detail=f"the development did not compile:\n{b.log}")
-    everything = main_assumptions(src)
-    pa = {n: everything[n] for n in names}
-    nums["print_assumptions"] = pa
-    problems = [f"Print Assumptions {n}: {t!r}" for n, t in pa.items() if t != CLOSED]
-    problems += [f"{f}: forbidden word {w!r}" for f, w in b.forbidden]
+        why = (f"{SPEC} did not compile: a development theorem does not have its pinned statement"
+               if b.failed == SPEC else "the development did not compile")
+        problems.append(f"{why}:\n{b.log}")
+    else:
+        everything = main_assumptions(src)
+        pa = {n: everything[n] for n in names}
+        nums["print_assumptions"] = pa
+        for n, t in pa.items():
+            problems += assumption_problems(n, t)
     if problems:
         return Evidence("fail", scope, numbers=nums, detail="; ".join(problems))
+    used = {n: ALLOWED_AXIOMS[n] for n in names if ALLOWED_AXIOMS.get(n) and nums["print_assumptions"][n] != CLOSED}
     return Evidence("pass", scope, numbers=nums,
-                    detail=f"{', '.join(names)}: {CLOSED} (Print Assumptions)")
+                    detail=f"{', '.join(names)}: pinned by {SPEC}; {CLOSED} (Print Assumptions)"
+                    + (f"; allowed axioms {used}" if used else ""))
 
 
-def refute_claim(claim: str, src: Path = COQ_DIR) -> Evidence:
+def refute_claim(control: str, src: Path = COQ_DIR) -> Evidence:
     """Negative control: the wrong variant's proof fails inside its theorem, and its
     refutation compiles with no assumptions.  Anything else (no coqc, a broken
     development, an error elsewhere) is not a pass."""
-    attempt, wrong, refutation, refuter, what = CONTROLS[claim]
+    _, attempt, wrong, refutation, refuter, what = CONTROLS[control]
     scope = f"wrong variant: {what}"
     if coqc() is None:
         return Evidence("skip", scope, detail=NOT_FOUND)
@@ -255,9 +445,10 @@ def refute_claim(claim: str, src: Path = COQ_DIR) -> Evidence:
     if ref.returncode != 0:
         return Evidence("fail", scope, numbers=nums,
                         detail=f"{refutation} did not compile:\n{_tail(ref.stdout + ref.stderr)}")
-    pa = assumptions(b, (refuter,), f"{_main_imports(src)} {Path(refutation).stem}")[refuter]
+    header = f"From {LOGICAL} Require Import {_dev_imports(Path(src))} {Path(refutation).stem}."
+    pa = assumptions(b, (refuter,), header)[refuter]
     nums["print_assumptions"] = {refuter: pa}
-    forbidden = _FORBIDDEN.findall(strip_comments((b.workdir / refutation).read_text()))
+    forbidden = scan((b.workdir / refutation).read_text())[0]
     if pa != CLOSED or forbidden:
         return Evidence("fail", scope, numbers=nums, detail=f"{refuter}: {pa!r} {forbidden}")
     return Evidence("pass", scope, numbers=nums,
@@ -277,6 +468,16 @@ def c3_coq(tier):
 @check("C4", "coq", scope=CLAIM_SCOPES["C4"], tier="coq")
 def c4_coq(tier):
     return verify_claim("C4")
+
+
+@check("C5", "coq", scope=CLAIM_SCOPES["C5"], tier="coq")
+def c5_coq(tier):
+    return verify_claim("C5")
+
+
+@check("C6", "coq", scope=CLAIM_SCOPES["C6"], tier="coq")
+def c6_coq(tier):
+    return verify_claim("C6")
 
 
 @check("C7", "coq", scope=CLAIM_SCOPES["C7"], tier="coq")
@@ -302,22 +503,66 @@ def c4_coq_negative(tier):
     return refute_claim("C4")
 
 
+@check("C5", "coq", negative_control=True, guards=("c5_coq",), tier="coq",
+       scope="Coq: θ ≥ 1 − m²/4 must fail to prove and is refuted at uniform L = 3")
+def c5_coq_negative(tier):
+    return refute_claim("C5")
+
+
+@check("C6", "coq", negative_control=True, guards=("c6_coq",), tier="coq",
+       scope="Coq: removing an atom without p_i = 0 must fail to prove and is refuted at the row (1/2, 1)")
+def c6_coq_negative_zero(tier):
+    return refute_claim("C6_zero")
+
+
+@check("C6", "coq", negative_control=True, guards=("c6_coq",), tier="coq",
+       scope="Coq: θ 1-Lipschitz in ℓ1 must fail to prove and is refuted at p = (1, 0), q = (3/4, 1/4)")
+def c6_coq_negative_lipschitz(tier):
+    return refute_claim("C6_lip")
+
+
 @check("C7", "coq", negative_control=True, guards=("c7_coq",), tier="coq",
        scope="Coq: the certificate 8ab/(a + b)² must fail to prove and is refuted at x = (1/2, 1/2)")
 def c7_coq_negative(tier):
     return refute_claim("C7")
 
 
-def coq_theorems() -> list[dict]:
-    """The Coq statements for paper_checks.md, with file:line found by scanning the .v files
-    (needs no coqc)."""
+def coq_theorems(src: Path = COQ_DIR) -> list[dict]:
+    """The pinned statements for paper_checks.md, read from Spec.v (needs no coqc): claim,
+    theorem, the readable line (with its allowed axioms, if any), and Spec.v's file:line."""
     out = []
-    for claim, name, fname, statement in THEOREMS:
-        path = COQ_DIR / fname
-        out.append({"claim": claim, "theorem": name, "statement": statement,
-                    "file": path.relative_to(ROOT).as_posix(), "line": theorem_line(path, name)})
+    for t in spec_theorems(src):
+        statement = t.readable
+        if ALLOWED_AXIOMS.get(t.name):
+            statement += f" [assumes the axioms {', '.join(ALLOWED_AXIOMS[t.name])}]"
+        path = Path(src) / SPEC
+        out.append({"claim": t.claim, "theorem": t.name, "statement": statement, "module": t.module,
+                    "file": path.resolve().relative_to(ROOT).as_posix() if Path(src) == COQ_DIR else str(path),
+                    "line": t.line})
     return out
 
+
+README_BEGIN = "<!-- coq-theorems: generated from proofs/coq/Spec.v by `python -m proofs.checks.coq --readme`; do not edit -->"
+README_END = "<!-- end coq-theorems -->"
+
+
+def readme_table() -> str:
+    """The README's table of proved statements, generated from Spec.v."""
+    rows = ["| claim | theorem | proof | statement |", "|---|---|---|---|"]
+    for t in coq_theorems():
+        rows.append(f"| {t['claim']} | `{t['theorem']}` | `{t['module']}.v` | "
+                    f"{t['statement'].replace('|', chr(92) + '|')} |")
+    return "\n".join([README_BEGIN, *rows, README_END])
+
+
+def write_readme(path: Path = ROOT / "README.md") -> bool:
+    """Replace the generated table in the README; True if it changed."""
+    text = path.read_text()
+    i, j = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    new = text[:i] + readme_table() + text[j:]
+    if new != text:
+        path.write_text(new)
+    return new != text
 
 
 # ----------------------------------------------------------------------------- cross-check: Coq definitions against numerics
@@ -370,7 +615,8 @@ def crosscheck(perturb: Fraction = Fraction(0), rows=CROSS_ROWS, src: Path = COQ
     fname = "CrossCheck.v" if perturb == 0 else "CrossCheckWrong.v"
     (b.workdir / fname).write_text(text)
     res = run_coqc(b.workdir, fname)
-    pa = assumptions(b, tuple(names), "Theta Eval " + Path(fname).stem) if res.returncode == 0 else {}
+    header = f"From {LOGICAL} Require Import Theta Eval {Path(fname).stem}."
+    pa = assumptions(b, tuple(names), header) if res.returncode == 0 else {}
     return res.returncode, res.stdout + res.stderr, table, pa
 
 
@@ -407,3 +653,10 @@ def c2_coq_crosscheck_negative(tier):
                     numbers={"exit": rc, "error_line": int(hits[-1]["line"]) if hits else None},
                     detail="rejected inside r0_theta" if rc != 0 and located
                     else f"the wrong values were not rejected where expected:\n{_tail(out)}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--readme"]:
+        print("README.md " + ("updated" if write_readme() else "already current"))
+    else:
+        sys.exit("usage: python -m proofs.checks.coq --readme   (regenerate the README's table from Spec.v)")

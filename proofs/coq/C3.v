@@ -15,16 +15,13 @@ Local Open Scope ring_scope.
 Section C3.
 Variable R : realFieldType.
 
-Definition uniform (L : nat) : 'I_L -> R := fun _ => L%:R^-1.
-Arguments uniform : clear implicits.
-
-Lemma mass_uniform L (S : {set 'I_L}) : mass (uniform L) S = #|S|%:R / L%:R.
+Lemma mass_uniform L (S : {set 'I_L}) : mass (uniform R L) S = #|S|%:R / L%:R.
 Proof. by rewrite /mass sumr_const [RHS]mulrC mulr_natr. Qed.
 
-Lemma uniform_distribution L : (0 < L)%N -> distribution (uniform L).
+Lemma uniform_distribution L : (0 < L)%N -> distribution (uniform R L).
 Proof.
 move=> L0; split=> [i|]; first by rewrite invr_ge0 ler0n.
-have -> : \sum_i uniform L i = mass (uniform L) setT by apply: eq_bigl => i; rewrite in_setT.
+have -> : \sum_i uniform R L i = mass (uniform R L) setT by apply: eq_bigl => i; rewrite in_setT.
 by rewrite mass_uniform cardsT card_ord divff // pnatr_eq0 -lt0n.
 Qed.
 
@@ -37,7 +34,7 @@ by rewrite card_imset ?card_ord // => a b /(congr1 val) /= /val_inj.
 Qed.
 
 Lemma split_uniform L (S : {set 'I_L}) : (0 < L)%N ->
-  split_value (uniform L) S = 1 - (2 * #|S|%:R - L%:R) ^+ 2 / L%:R ^+ 2.
+  split_value (uniform R L) S = 1 - (2 * #|S|%:R - L%:R) ^+ 2 / L%:R ^+ 2.
 Proof.
 move=> L0; have L0' : L%:R != 0 :> R by rewrite pnatr_eq0 -lt0n.
 by rewrite /split_value mass_uniform; field.
@@ -56,13 +53,13 @@ by rewrite -!muln2; ring.
 Qed.
 
 Theorem C3_uniform L : (0 < L)%N ->
-  theta (uniform L) = if odd L then 1 - (L%:R ^+ 2)^-1 else 1.
+  theta (uniform R L) = if odd L then 1 - (L%:R ^+ 2)^-1 else 1.
 Proof.
 move=> L0; have L0' : L%:R != 0 :> R by rewrite pnatr_eq0 -lt0n.
 have hL := odd_double_half L; set n := L./2 in hL.
 have hn : (n <= L)%N by rewrite /n -divn2 leq_div.
 (* The witness: the first ⌊L/2⌋ atoms. *)
-have hw : split_value (uniform L) [set i : 'I_L | (i < n)%N] =
+have hw : split_value (uniform R L) [set i : 'I_L | (i < n)%N] =
           if odd L then 1 - (L%:R ^+ 2)^-1 else 1.
   rewrite split_uniform // card_prefix //.
   have hLR : L%:R = (odd L)%:R + 2 * n%:R :> R.
@@ -82,5 +79,3 @@ exact: odd_gap.
 Qed.
 
 End C3.
-
-Arguments uniform : clear implicits.

@@ -1,5 +1,5 @@
-(* Definitions shared by the proofs of C2, C3, C4 and C7 (claim ids as in
-   shared/MATH.md), over an arbitrary realFieldType R (so ℝ and ℚ alike) and
+(* Definitions shared by the proofs of C2–C7 (claim ids as in shared/MATH.md)
+   and by the pinned statements of Spec.v, over an arbitrary realFieldType R (so ℝ and ℚ alike) and
    an arbitrary length L.  θ is the same object as numerics/theta.py:
    θ(p) = max over subsets S of 4·p(S)·(1 − p(S)); C(p) = diag(p) − ppᵀ is
    numerics/softmax.py:covariance. *)
@@ -31,6 +31,8 @@ Definition sv S i : R := if i \in S then 1 else -1.
 (* ‖C(p)‖∞→1 as the maximum over sign vectors (numerics/softmax.py:inf_to_one_norm). *)
 Definition inf1norm p : R := \big[Order.max/0]_(S : {set 'I_L}) norm1 (Cx p (sv S)).
 Definition distribution p := (forall i, 0 <= p i) /\ \sum_i p i = 1.
+(* m = p_max, the largest atom (0 is a neutral start: atoms of a distribution are ≥ 0). *)
+Definition pmax p : R := \big[Order.max/0]_i p i.
 Definition in_box x := forall i, `|x i| <= 1.
 (* yᵀC(p)x written out: the covariance of y and x under p. *)
 Definition bil p y x : R :=
@@ -217,6 +219,10 @@ by rewrite mulN1r ltr0_norm // ltNge h.
 Qed.
 
 End Defs.
+
+(* The uniform distribution on L atoms (C3). *)
+Definition uniform (R : realFieldType) (L : nat) : 'I_L -> R := fun _ => L%:R^-1.
+Arguments uniform : clear implicits.
 
 Arguments sv {R L} S i.
 Arguments sv_box {R L} S.

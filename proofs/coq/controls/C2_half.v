@@ -2,7 +2,7 @@
    C2_box must fail on it (checked by proofs/checks/coq.py). *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp.algebra_tactics Require Import ring.
-From AttnSens Require Import Theta C2 C3 C4 C7.
+From AttnSens Require Import Theta C2 C3 C4 C5 C6 C7.
 Import Order.TTheory GRing.Theory Num.Theory.
 Local Open Scope ring_scope.
 Notation Q := rat_realFieldType.

@@ -1,7 +1,7 @@
 (* C2's wrong variant θ(p)/2 is false: at p = (1/2, 1/2) a sign vector reaches θ = 1. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp.algebra_tactics Require Import ring.
-From AttnSens Require Import Theta C2 C3 C4 C7.
+From AttnSens Require Import Theta C2 C3 C4 C5 C6 C7.
 Import Order.TTheory GRing.Theory Num.Theory.
 Local Open Scope ring_scope.
 Notation Q := rat_realFieldType.

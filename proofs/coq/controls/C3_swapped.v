@@ -1,7 +1,7 @@
 (* Negative control for C3: parities swapped.  The proof script of C3_uniform must fail. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp.algebra_tactics Require Import ring.
-From AttnSens Require Import Theta C2 C3 C4 C7.
+From AttnSens Require Import Theta C2 C3 C4 C5 C6 C7.
 Import Order.TTheory GRing.Theory Num.Theory.
 Local Open Scope ring_scope.
 Notation Q := rat_realFieldType.

@@ -1,7 +1,7 @@
 (* C4 without p_i ≥ 1/2 is false: uniform on 4 atoms has θ = 1 but 4m(1 − m) = 3/4. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp.algebra_tactics Require Import ring.
-From AttnSens Require Import Theta C2 C3 C4 C7.
+From AttnSens Require Import Theta C2 C3 C4 C5 C6 C7.
 Import Order.TTheory GRing.Theory Num.Theory.
 Local Open Scope ring_scope.
 Notation Q := rat_realFieldType.

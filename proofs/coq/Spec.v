@@ -1,0 +1,76 @@
+(* The pinned statements: every theorem the dashboard shows, stated here outside
+   any section with the definitions of Theta.v only (the theorem files are
+   loaded with Require, not Import, so nothing they define or redefine can
+   enter a statement below).  Each proof is a plain `exact` of the development's
+   theorem, which type-checks only if that theorem's type is this statement up
+   to conversion: an extra premise (a section Hypothesis, say), a changed
+   hypothesis or a dropped conjunct makes this file fail to compile.
+
+   The line (** Cn: ... *) above each theorem is its readable form; the
+   dashboard (paper_checks.md) and the README table are generated from it by
+   proofs/checks/coq.py, which also checks that this file holds nothing else:
+   imports, scope settings and `Theorem name : statement. Proof. exact
+   (@File.name). Qed.` blocks, each with its readable line.
+   Δ_L = {p : p_i ≥ 0, Σp = 1} is `distribution`; θ is `theta`. *)
+From mathcomp Require Import all_ssreflect all_algebra.
+From AttnSens Require Import Theta.
+From AttnSens Require C2 C3 C4 C5 C6 C7.
+Import Order.TTheory GRing.Theory Num.Theory.
+Local Open Scope ring_scope.
+
+(** C2: ∀ L, p ∈ Δ_L, τ > 0, x with |x_i| ≤ 1: ‖(C(p)/τ)x‖₁ ≤ θ(p)/τ (the whole box, not only sign vectors) *)
+Theorem C2_upper : forall (R : realFieldType) (L : nat) (p : 'I_L -> R) (tau : R) (x : 'I_L -> R),
+  distribution p -> 0 < tau -> in_box x -> norm1 (fun i => Cx p x i / tau) <= theta p / tau.
+Proof. exact (@C2.C2_upper). Qed.
+
+(** C2: ∀ L, p ∈ Δ_L, τ > 0: ∃ S, ‖(C(p)/τ)(1_S − 1_Sᶜ)‖₁ = θ(p)/τ *)
+Theorem C2_attained : forall (R : realFieldType) (L : nat) (p : 'I_L -> R) (tau : R),
+  distribution p -> 0 < tau -> exists S : {set 'I_L}, norm1 (fun i => Cx p (sv S) i / tau) = theta p / tau.
+Proof. exact (@C2.C2_attained). Qed.
+
+(** C2: ∀ L, p ∈ Δ_L: max over x ∈ {±1}^L of ‖C(p)x‖₁ = θ(p) *)
+Theorem C2_inf1norm : forall (R : realFieldType) (L : nat) (p : 'I_L -> R),
+  distribution p -> inf1norm p = theta p.
+Proof. exact (@C2.C2_inf1norm). Qed.
+
+(** C3: ∀ L ≥ 1: θ(uniform on L atoms) = 1 − 1/L² for odd L (0 at L = 1), 1 for even L *)
+Theorem C3_uniform : forall (R : realFieldType) (L : nat),
+  (0 < L)%N -> theta (uniform R L) = (if odd L then 1 - (L%:R ^+ 2)^-1 else 1).
+Proof. exact (@C3.C3_uniform). Qed.
+
+(** C4: ∀ L, p ∈ Δ_L, i with p_i ≥ 1/2 (so p_i = max p): θ(p) = 4p_i(1 − p_i) *)
+Theorem C4_dominant : forall (R : realFieldType) (L : nat) (p : 'I_L -> R) (i0 : 'I_L),
+  distribution p -> 2^-1 <= p i0 -> theta p = 4 * p i0 * (1 - p i0).
+Proof. exact (@C4.C4_dominant). Qed.
+
+(** C5: ∀ L, any row p ∈ R^L, any i: θ(p) ≥ 4p_i(1 − p_i) (the singleton {i}) *)
+Theorem C5_singleton : forall (R : realFieldType) (L : nat) (p : 'I_L -> R) (i : 'I_L),
+  4 * p i * (1 - p i) <= theta p.
+Proof. exact (@C4.C5_singleton). Qed.
+
+(** C5: ∀ L, p ∈ Δ_L, m = max_i p_i: θ(p) ≥ 4m(1 − m) and θ(p) ≥ 1 − m² (the second by greedy signing: some S has |p(S) − p(Sᶜ)| ≤ m) *)
+Theorem C5_pmax : forall (R : realFieldType) (L : nat) (p : 'I_L -> R),
+  distribution p -> 4 * pmax p * (1 - pmax p) <= theta p /\ 1 - pmax p ^+ 2 <= theta p.
+Proof. exact (@C5.C5_pmax). Qed.
+
+(** C6: ∀ L, any row p ∈ R^(L+1), i with p_i = 0: θ(p) = θ(p with atom i removed) (so appending or removing zero atoms leaves θ unchanged) *)
+Theorem C6_zero_atom : forall (R : realFieldType) (L : nat) (p : 'I_L.+1 -> R) (i0 : 'I_L.+1),
+  p i0 = 0 -> theta p = theta (fun j : 'I_L => p (lift i0 j)).
+Proof. exact (@C6.C6_zero_atom). Qed.
+
+(** C6: ∀ L, p, q ∈ Δ_L: |θ(p) − θ(q)| ≤ 2‖p − q‖₁ *)
+Theorem C6_lipschitz : forall (R : realFieldType) (L : nat) (p q : 'I_L -> R),
+  distribution p -> distribution q -> `|theta p - theta q| <= 2 * norm1 (fun i => p i - q i).
+Proof. exact (@C6.C6_lipschitz). Qed.
+
+(** C7: ∀ L, x ∈ R^L, S with a = Σ_S x_i, b = Σ_Sᶜ x_i, a + b ≠ 0: θ(x/(a + b)) ≥ 4ab/(a + b)² (no sign condition needed) *)
+Theorem C7_certificate : forall (R : realFieldType) (L : nat) (x : 'I_L -> R) (S : {set 'I_L}),
+  mass x S + mass x (~: S) != 0 ->
+  4 * mass x S * mass x (~: S) / (mass x S + mass x (~: S)) ^+ 2
+    <= theta (fun i => x i / (mass x S + mass x (~: S))).
+Proof. exact (@C7.C7_certificate). Qed.
+
+(** C7: ∀ L, p ∈ Δ_L: θ(p) = 1 − δ(p)² with δ(p) = min_S |p(S) − p(Sᶜ)| *)
+Theorem C7_delta : forall (R : realFieldType) (L : nat) (p : 'I_L -> R),
+  distribution p -> theta p = 1 - delta p ^+ 2.
+Proof. exact (@C7.C7_delta). Qed.
