@@ -6,7 +6,10 @@
     torchrun --nproc_per_node=K -m gpu_experiments train ...
     python -m gpu_experiments probe --run DIR [--no-certify]
     python -m gpu_experiments reproduce --config NAME --out DIR [--nproc K] [key=value ...]
-    python -m gpu_experiments rehearse --config NAME --out DIR [--steps N] [--nnodes K]
+    python -m gpu_experiments rehearse --config NAME --out DIR [--steps N] [--nnodes K] [--slurm]
+
+``train`` exits 0 when done, 2 on bad input or a non-finite loss, and 128 + the signal number
+(138 SIGUSR1, 143 SIGTERM) after a stop signal made it save a resume checkpoint and stop.
 """
 from __future__ import annotations
 
@@ -48,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--source", choices=["offline", "hf"], default="offline",
                    help="offline: Python's own pydoc text, byte-level tokens (no network); "
                         "hf: a public web-text corpus (cluster only, needs the datasets package)")
-    p.add_argument("--out", default=None, help="default: data/offline or data/openwebtext")
-    p.add_argument("--dataset", default="Skylion007/openwebtext", help="HF dataset (with --source hf)")
+    p.add_argument("--out", default=None, help="default: data/offline or data/fineweb-10bt")
+    p.add_argument("--dataset", default="fineweb-10bt",
+                   help="corpus name from gpu_experiments.data.CORPORA (with --source hf; default fineweb-10bt)")
     p.add_argument("--stdlib", action="store_true", help="offline: add the stdlib sources to the corpus")
     p.add_argument("--num-proc", type=int, default=8, help="tokeniser processes (with --source hf)")
 
@@ -80,10 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     rh.add_argument("--config", required=True, help="config name (gpt2-774m: the full-size model)")
     rh.add_argument("--out", required=True, help="output folder (must not hold an earlier rehearsal)")
     rh.add_argument("--steps", type=int, default=None,
-                    help="optimizer updates (default 2 on one node, at least 2; 6 with --nnodes 2, at least 3)")
+                    help="optimizer updates (default 2 on one node, at least 2; 6 with --nnodes 2, at least 3; "
+                         "60 with --slurm, at least 10)")
     rh.add_argument("--nnodes", type=int, default=1, choices=[1, 2],
                     help="1: full-size single-process rehearsal; 2: two torchrun agents with FSDP2 via "
                          "gpu_experiments/slurm/train.sbatch on localhost")
+    rh.add_argument("--slurm", action="store_true",
+                    help="start a local Slurm (slurm-wlm + munge, as root), submit train.sbatch with sbatch, "
+                         "preempt it with SIGUSR1, let it requeue and resume; compare with an uninterrupted job")
     rh.add_argument("--threads", type=int, default=2, help="torch CPU threads of each one-node process (default 2; "
                          "the two-node processes use 1 each)")
     rh.add_argument("--keep-work", action="store_true",
@@ -111,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         if a.source == "offline":
             meta = data.prepare_offline(a.out or "data/offline", include_stdlib=a.stdlib)
         else:
-            meta = data.prepare_hf(a.out or "data/openwebtext", dataset=a.dataset, num_proc=a.num_proc)
+            try:
+                meta = data.prepare_hf(a.out or f"data/{a.dataset}", dataset=a.dataset, num_proc=a.num_proc)
+            except ValueError as exc:                    # unknown corpus, partial conversion, other plan
+                print(f"error: prepare: {exc}", file=sys.stderr)
+                return 2
         print(meta)
         return 0
 
@@ -162,7 +174,14 @@ def _rehearse(a, argv) -> int:
     from gpu_experiments import memory_model as mm, rehearse
 
     cfg = _cfg(a.config, [])
-    steps = a.steps if a.steps is not None else (2 if a.nnodes == 1 else 6)
+    if a.slurm:
+        if a.nnodes != 1:
+            raise BadInput("--slurm runs one node (this machine); --nnodes 2 is the stand-in rehearsal")
+        steps = a.steps if a.steps is not None else 60
+        if steps < 10:
+            raise BadInput(f"--steps must be >= 10 with --slurm (the job is preempted after a few updates), got {steps}")
+    else:
+        steps = a.steps if a.steps is not None else (2 if a.nnodes == 1 else 6)
     if steps < 2:
         raise BadInput(f"--steps must be >= 2 (a resume needs an update after the checkpoint), got {steps}")
     if a.nnodes == 2 and steps < 3:
@@ -176,11 +195,27 @@ def _rehearse(a, argv) -> int:
         raise BadInput(f"--out {out} already holds a rehearsal; use a fresh folder")
     command = "python -m gpu_experiments " + " ".join(argv if argv is not None else sys.argv[1:])
     # every process builds the whole float32 model before any sharding (memory model, CPU step)
-    need = a.nnodes * mm.cpu_fp32_prediction(cfg.model, 1, 0)["total"]
+    need = (2 if a.slurm else a.nnodes) * mm.cpu_fp32_prediction(cfg.model, 1, 0)["total"]
     avail = rehearse.available_bytes()
     if avail is not None and avail < 1.1 * need:
         raise BadInput(f"{cfg.name} rehearsal needs about {1.1 * need / 2**30:.1f} GiB of free memory "
                          f"(memory model, float32 CPU step), {avail / 2**30:.1f} GiB available")
+    if a.slurm:
+        from gpu_experiments import rehearse_slurm
+
+        try:
+            rehearse_slurm.check_available()
+        except rehearse_slurm.SlurmUnavailable as exc:
+            raise BadInput(str(exc)) from None
+        try:
+            rec = rehearse_slurm.rehearse_slurm(cfg.name, out, steps, command=command, keep_work=a.keep_work)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except (KeyboardInterrupt, rehearse_slurm.Interrupted) as exc:
+            print(f"error: interrupted ({str(exc) or 'Ctrl-C'}); the local Slurm was stopped", file=sys.stderr)
+            return 1
+        return 0 if rec["preempted_and_resumed"] and rec["resume_bitwise"] and rec["affinity_ok"] else 1
     if a.nnodes == 2:
         from gpu_experiments import rehearse_nodes
 

@@ -1,5 +1,13 @@
 """DCP checkpoints ``RUN/step-N/``, written atomically, loaded without executing pickled code.
 
+Two kinds, one format:
+
+* probe checkpoints ``RUN/step-N/`` at the configured ``ckpt_steps``: kept for ever, read by
+  ``python -m gpu_experiments probe`` (:func:`list_checkpoints`);
+* resume checkpoints ``RUN/resume/step-N/`` every ``resume_every`` updates and when a stop
+  signal arrives (train.py); only the newest ``resume_keep`` are kept (:func:`prune_resume`).
+  The probe never sees them.  A run resumes from the newest of both kinds (:func:`latest_resumable`).
+
 Layout of one checkpoint folder::
 
     step-N/.metadata, __*.distcp   DCP: {"model": ..., "optim": AdamW state} (tensors only)
@@ -39,6 +47,8 @@ from gpu_experiments import distributed
 
 FORMAT = "gpu_experiments-ckpt-1"
 _STEP_RE = re.compile(r"^step-(\d+)$")
+_DEBRIS_RE = re.compile(r"^step-(\d+)\.(tmp|old)$")
+RESUME_DIR = "resume"
 
 _ALLOWED = {
     ("torch.distributed.checkpoint.metadata", n) for n in (
@@ -94,8 +104,37 @@ def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
 
 
 def latest(run_dir: str | Path) -> Path | None:
+    """The newest probe checkpoint ``RUN/step-N`` (None if there is none)."""
     cks = list_checkpoints(run_dir)
     return cks[-1][1] if cks else None
+
+
+def resume_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / RESUME_DIR
+
+
+def list_resumable(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """Probe and resume checkpoints together, sorted by step (a probe checkpoint first on a tie)."""
+    both = [(s, 0, p) for s, p in list_checkpoints(run_dir)]
+    both += [(s, 1, p) for s, p in list_checkpoints(resume_dir(run_dir))]
+    return [(s, p) for s, _, p in sorted(both)]
+
+
+def latest_resumable(run_dir: str | Path) -> Path | None:
+    """The checkpoint a restarted run continues from: the newest of either kind."""
+    cks = list_resumable(run_dir)
+    return cks[-1][1] if cks else None
+
+
+def prune_resume(run_dir: str | Path, keep: int) -> list[Path]:
+    """Remove all but the newest ``keep`` resume checkpoints and any write debris; rank 0 only."""
+    rdir = resume_dir(run_dir)
+    gone = [p for _, p in list_checkpoints(rdir)[:-keep]] if keep > 0 else []
+    if rdir.is_dir():
+        gone += [p for p in rdir.iterdir() if _DEBRIS_RE.match(p.name) and p.is_dir()]
+    for p in gone:
+        shutil.rmtree(p, ignore_errors=True)
+    return gone
 
 
 def _rng_state() -> dict:

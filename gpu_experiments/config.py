@@ -54,17 +54,23 @@ class RunConfig:
     grad_clip: float = 1.0
     init_std: float = 0.02
     # --- numerics / systems ---
-    dtype: str = "bfloat16"  # autocast dtype on CUDA; "float32" disables autocast
-    compile: bool = False
+    dtype: str = "bfloat16"  # autocast dtype on CUDA (and FSDP2's param dtype); "float32": none
+    compile: bool = False  # torch.compile each Block's forward (works under DDP and FSDP2)
     parallel: str = "ddp"  # "ddp" or "fsdp2" (ignored with one process)
+    grad_compression: str = "auto"  # DDP comm hook: "bf16", "none", "auto" = bf16 on CUDA across nodes
     deterministic: bool = True  # torch.use_deterministic_algorithms on CPU
     peak_tflops: float = 989.0  # per device, for MFU (H100/H200 bf16 dense); 0 = unknown
     # --- data ---
     dataset: str = "offline"  # "offline" (pydoc topics, bytes) or a prepared dir name
     data_dir: str = "data/offline"
-    # --- checkpoints and logging ---
-    ckpt_steps: tuple[int, ...] = (0, 100, 300, 1000, 3000, 10_000)
+    # --- checkpoints, evaluation and logging ---
+    ckpt_steps: tuple[int, ...] = (0, 100, 300, 1000, 3000, 10_000)  # probe checkpoints RUN/step-N
+    resume_every: int = 1000  # resume checkpoints RUN/resume/step-N every N updates (0: none)
+    resume_keep: int = 2  # resume checkpoints kept (the newest)
+    eval_every: int = 250  # held-out loss every N updates and at the last one (0: never)
+    eval_tokens: int = 1_048_576  # held-out tokens per evaluation (whole windows of val.bin)
     log_every: int = 10
+    tensorboard: bool = True  # RUN/tensorboard/ event files beside metrics.jsonl (if installed)
     # --- probe (our choice of sizes) ---
     probe_batch: int = 4  # held-out sequences in the fixed probe batch
     probe_queries: int = 8  # sampled query rows per (sequence, layer, head)
@@ -82,22 +88,22 @@ GPT2_774M = GPTConfig(n_layer=36, n_head=20, n_embd=1280, block_size=1024, vocab
 _BYTE_VOCAB = 320
 
 CONFIGS: dict[str, RunConfig] = {
-    "gpt2-774m": RunConfig(name="gpt2-774m", model=GPT2_774M, dataset="openwebtext",
-                           data_dir="data/openwebtext"),
+    "gpt2-774m": RunConfig(name="gpt2-774m", model=GPT2_774M, dataset="fineweb-10bt",
+                           data_dir="data/fineweb-10bt", compile=True),
     # The whole pipeline in a couple of minutes on 2 CPU cores.
     "tiny-cpu": RunConfig(
         name="tiny-cpu",
         model=GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64, vocab_size=_BYTE_VOCAB),
         lr=3e-3, warmup_steps=5, lr_decay_steps=40, max_steps=40, batch_tokens=512,
         micro_batch=4, dtype="float32", peak_tflops=0.0, ckpt_steps=(0, 10, 40),
-        log_every=5, probe_batch=2, probe_queries=4),
+        resume_every=20, eval_every=10, eval_tokens=2048, log_every=5, probe_batch=2, probe_queries=4),
     # About 6 layers, width 256, context 256; three seeds < 1 h on 2 cores.
     "small-cpu": RunConfig(
         name="small-cpu",
         model=GPTConfig(n_layer=6, n_head=4, n_embd=256, block_size=256, vocab_size=_BYTE_VOCAB),
         lr=1e-3, warmup_steps=30, lr_decay_steps=600, max_steps=600, batch_tokens=4096,
         micro_batch=8, dtype="float32", peak_tflops=0.0, ckpt_steps=(0, 20, 60, 200, 600),
-        log_every=10, probe_batch=4, probe_queries=8),
+        resume_every=100, eval_every=50, eval_tokens=16_384, log_every=10, probe_batch=4, probe_queries=8),
 }
 
 
@@ -171,6 +177,16 @@ def validate(cfg: RunConfig) -> None:
                          f"micro_batch*block_size={cfg.tokens_per_micro}")
     if any(s < 0 or s > cfg.max_steps for s in cfg.ckpt_steps):
         raise ValueError(f"config {cfg.name}: ckpt_steps {cfg.ckpt_steps} outside [0, {cfg.max_steps}]")
+    if cfg.grad_compression not in ("auto", "none", "bf16"):
+        raise ValueError(f"config {cfg.name}: grad_compression must be auto/none/bf16, got {cfg.grad_compression!r}")
+    for key in ("resume_every", "eval_every", "eval_tokens", "log_every"):
+        if getattr(cfg, key) < (1 if key == "log_every" else 0):
+            raise ValueError(f"config {cfg.name}: {key}={getattr(cfg, key)} must be >= {int(key == 'log_every')}")
+    if cfg.resume_keep < 1:
+        raise ValueError(f"config {cfg.name}: resume_keep={cfg.resume_keep} must be >= 1")
+    if cfg.eval_every and cfg.eval_tokens < m.block_size:
+        raise ValueError(f"config {cfg.name}: eval_tokens={cfg.eval_tokens} is less than one window "
+                         f"(block_size={m.block_size})")
 
 
 def grad_accum_steps(cfg: RunConfig, world_size: int) -> int:
@@ -180,6 +196,32 @@ def grad_accum_steps(cfg: RunConfig, world_size: int) -> int:
         raise ValueError(f"config {cfg.name}: {per_update} micro-batches per update do not split "
                          f"over {world_size} ranks; change micro_batch or batch_tokens")
     return per_update // world_size
+
+
+# Fields a resumed run may change: how the same computation is carried out, watched or stopped.
+# Everything else (model shape, init, data, seed, batch in tokens, schedule, optimizer, precision,
+# probe) must equal the checkpoint's config.  max_steps only moves the end of the run (the
+# schedule is lr_decay_steps); grad_compression rounds the DDP all-reduce like FSDP2 reorders it.
+RESUME_MAY_CHANGE = frozenset({
+    "compile", "parallel", "grad_compression", "micro_batch", "deterministic", "peak_tflops",
+    "data_dir", "ckpt_steps", "resume_every", "resume_keep", "eval_every", "eval_tokens", "log_every",
+    "tensorboard", "max_steps", "seeds",
+})
+
+
+def resume_changes(saved: RunConfig, new: RunConfig) -> tuple[dict, dict]:
+    """``(allowed, refused)``: the fields that differ, as ``{key: (saved, new)}`` (model fields as
+    ``model.KEY``), split by :data:`RESUME_MAY_CHANGE`."""
+    allowed, refused = {}, {}
+    for f in dataclasses.fields(RunConfig):
+        a, b = getattr(saved, f.name), getattr(new, f.name)
+        if f.name == "model":
+            for g in dataclasses.fields(GPTConfig):
+                if getattr(a, g.name) != getattr(b, g.name):
+                    refused[f"model.{g.name}"] = (getattr(a, g.name), getattr(b, g.name))
+        elif a != b:
+            (allowed if f.name in RESUME_MAY_CHANGE else refused)[f.name] = (a, b)
+    return allowed, refused
 
 
 def to_dict(cfg: RunConfig) -> dict:

@@ -11,17 +11,25 @@ What is assumed rather than measured (shown in every table):
 
 * AdamW keeps ``exp_avg`` and ``exp_avg_sq`` in the parameter dtype (fp32):
   8 bytes per parameter; gradients are fp32 (4 bytes): the parameters are fp32
-  masters and autocast only casts copies.
-* Under bf16 autocast every Linear weight is cast once per forward and the cast
-  copy is kept for backward: 2 bytes per Linear weight, on every rank, also under
-  FSDP2 as wrapped in distributed.py (no MixedPrecisionPolicy: the copies are of
-  the unsharded weights).
+  masters.
+* DDP and one GPU: under bf16 autocast every Linear weight is cast once per
+  forward and the cast copy is kept for backward: 2 bytes per Linear weight.
 * DDP (``gradient_as_bucket_view=False``, the default) copies gradients into
-  its communication buckets: another 4 bytes per parameter.
-* FSDP2 shards parameters, gradients and optimizer state over the W ranks;
-  the root (embeddings, ln_f, tied lm_head) stays unsharded from forward to
-  backward; one Block is unsharded (and one prefetched) at a time, and so are
-  its unsharded gradients before the reduce-scatter.
+  its communication buckets: another 4 bytes per parameter (bf16 compression
+  across nodes only adds bucket-sized temporaries).
+* FSDP2 (distributed.py: ``MixedPrecisionPolicy(param_dtype=bf16,
+  reduce_dtype=fp32)`` on CUDA) shards fp32 parameters, gradients and optimizer
+  state over the W ranks and all-gathers bf16 copies: the root (embeddings,
+  ln_f, tied lm_head) stays unsharded from forward to backward; one Block is
+  unsharded (and one prefetched) at a time, and so are its unsharded gradients
+  before the reduce-scatter.  No autocast weight copies (the weights already are
+  bf16).  While gradient sync is off (every micro-batch but the last of an
+  update, distributed.no_sync) FSDP2 keeps every unsharded gradient, upcast to
+  the fp32 reduce dtype: 4 bytes per parameter whenever an update has more than
+  one micro-batch per rank.
+* The loss (loss.py) stores one gradient row per token in the logits' dtype and
+  upcasts ``CHUNK_TOKENS`` rows at a time (two fp32 chunk buffers); the logits
+  themselves are freed when the loss is computed.
 * Attention uses a fused kernel (flash / memory-efficient on CUDA, the CPU
   flash kernel on CPU): O(T) saved per head, never the T x T matrix.
 * ``reserve_bytes``: CUDA context, NCCL and cuBLAS workspaces (3 GiB, our
@@ -42,11 +50,15 @@ RESERVE_FIXED = 3 * GIB  # our choice: CUDA context + NCCL + cuBLAS workspaces
 FRAGMENTATION = 0.10  # our choice: allocator slack, as a fraction of activation bytes
 ASSUMPTIONS = [
     "fp32 master parameters and gradients (4 + 4 bytes/param), AdamW exp_avg + exp_avg_sq in fp32 (8)",
-    "bf16 autocast keeps a bf16 copy of every Linear weight for backward (2 bytes each, unsharded)",
+    "DDP / one GPU: bf16 autocast keeps a bf16 copy of every Linear weight for backward (2 bytes each)",
     "DDP: gradient buckets are a second fp32 copy of the gradients (gradient_as_bucket_view=False)",
-    "FSDP2: params/grads/AdamW sharded over 8 ranks; root (wte, wpe, ln_f) unsharded through "
-    "forward+backward; one Block unsharded + one prefetched, with their unsharded grads",
-    "fused attention (O(T) per head saved, no T x T matrix); residual stream and LayerNorm in fp32",
+    "FSDP2 with MixedPrecisionPolicy(bf16, fp32): params/grads/AdamW sharded over 8 ranks; bf16 root "
+    "(wte, wpe, ln_f) unsharded through forward+backward; one bf16 Block unsharded + one prefetched, "
+    "with their unsharded grads; with accumulation (> 1 micro-batch per rank) every unsharded grad "
+    "in fp32 (4 bytes/param) between micro-batches",
+    "loss: one gradient row per token in the logits' dtype + two fp32 buffers of CHUNK_TOKENS rows",
+    "fused attention (O(T) per head saved, no T x T matrix); LayerNorm inputs saved in fp32",
+    "eager kernels: torch.compile (compile=true) may save fewer tensors; not modelled",
     "activation checkpointing: per Block, keeping each Block's fp32 input; one Block recomputed at a time",
     "reserve: 3 GiB (CUDA context, NCCL, cuBLAS) + 10 % of activations; capacity 80e9 / 141e9 bytes",
 ]
@@ -101,18 +113,21 @@ def saved_per_token(m: GPTConfig, act: int) -> dict[str, int]:
              + act * 4 * C)     # mlp c_proj input (GELU output)
     head = (4 * C + 8           # ln_f input + stats
             + (cast or 4) * C   # lm_head input
-            + 4 * V             # log_softmax output (fp32), saved by cross_entropy
+            + act * V           # the loss's stored gradient, in the logits' dtype (loss.py)
             + 3 * 8)            # int64 token ids, positions (upper bound: micro-batch 1), targets
     return {"block": block, "head": head}
 
 
 def head_live_per_token(m: GPTConfig, act: int) -> dict[str, int]:
-    """Logit tensors per token outside autograd's saved set: ``logits`` and the backward transient."""
-    V = m.vocab_size
-    live = act * V  # the loop keeps ``logits`` referenced until the next micro-batch
-    # backward: d log_softmax (fp32) + d logits (fp32), and its bf16 cast under autocast.
-    transient = 8 * V + (act if act != 4 else 0) * V
-    return {"live": live, "transient": transient}
+    """Logit bytes per token outside autograd's saved set: ``logits`` while the loss is computed."""
+    return {"live": act * m.vocab_size, "transient": 0}
+
+
+def loss_workspace_bytes(m: GPTConfig) -> int:
+    """The loss's float32 work space: a chunk copy and logsumexp's temporary, CHUNK_TOKENS rows each."""
+    from gpu_experiments.loss import CHUNK_TOKENS
+
+    return 2 * 4 * m.vocab_size * CHUNK_TOKENS
 
 
 def activation_bytes(m: GPTConfig, micro_batch: int, act: int, checkpointing: bool) -> int:
@@ -120,12 +135,13 @@ def activation_bytes(m: GPTConfig, micro_batch: int, act: int, checkpointing: bo
 
     Without checkpointing: every Block's saved tensors plus the head.  With per-Block
     activation checkpointing: only each Block's input (fp32 residual, 4C) is kept,
-    plus one Block recomputed in full during its backward.
+    plus one Block recomputed in full during its backward.  The peak is at the loss:
+    everything saved, the logits and the loss's stored gradient and work space.
     """
     tok = micro_batch * m.block_size
     s, h = saved_per_token(m, act), head_live_per_token(m, act)
     blocks = (m.n_layer * 4 * m.n_embd + s["block"]) if checkpointing else m.n_layer * s["block"]
-    return tok * (blocks + s["head"] + h["live"] + h["transient"])
+    return tok * (blocks + s["head"] + h["live"] + h["transient"]) + loss_workspace_bytes(m)
 
 
 def per_gpu(cfg: RunConfig, parallel: str, world: int, capacity: int, micro_batch: int | None = None,
@@ -138,14 +154,20 @@ def per_gpu(cfg: RunConfig, parallel: str, world: int, capacity: int, micro_batc
     p_root = n - m.n_layer * p_block
     shard = world if parallel == "fsdp2" else 1
     out = {"params": 4 * n // shard, "grads": 4 * n // shard, "optimizer": 8 * n // shard}
-    extra = 2 * cast_weight_count(m) if act == 2 else 0  # autocast's bf16 weight copies
+    seqs = cfg.batch_tokens // m.block_size
+    accum = max(1, -(-seqs // (mb * world)))  # micro-batches per rank per update
+    casts = 2 * cast_weight_count(m) if act == 2 else 0  # autocast's bf16 weight copies
+    accum_grads = 0
     if parallel == "ddp":
-        extra += 4 * n  # gradient buckets
+        extra = casts + 4 * n  # + gradient buckets
     elif parallel == "none":  # one process, no wrapper (benchmarks/gpu_smoke.py)
-        pass
+        extra = casts
     elif parallel == "fsdp2":
-        extra += 4 * p_root * 2  # unsharded root params + its unsharded grads
-        extra += 4 * p_block * 2 * 2  # one Block unsharded + one prefetched, params and grads
+        pb = 2 if act == 2 else 4  # all-gathered parameter dtype (MixedPrecisionPolicy bf16 on CUDA)
+        extra = pb * p_root * 2  # unsharded root params + its unsharded grads
+        extra += pb * p_block * 2 * 2  # one Block unsharded + one prefetched, params and grads
+        accum_grads = 4 * n if accum > 1 else 0  # unsharded fp32 grads kept between micro-batches
+        extra += accum_grads
     else:
         raise ValueError(f"parallel must be ddp, fsdp2 or none, got {parallel!r}")
     out["parallel_buffers"] = extra
@@ -153,6 +175,8 @@ def per_gpu(cfg: RunConfig, parallel: str, world: int, capacity: int, micro_batc
     out["total"] = sum(out.values())
     out["reserve"] = RESERVE_FIXED + int(FRAGMENTATION * out["activations"])
     out["micro_batch"] = mb
+    out["accum"] = accum
+    out["unsharded_accum_grads"] = accum_grads
     out["fits"] = out["total"] + out["reserve"] <= capacity
     return out
 
@@ -162,13 +186,11 @@ def largest_micro_batch(cfg: RunConfig, parallel: str, world: int, capacity: int
     """Largest micro-batch that fits (0 if none); ``divides``: also split the global batch evenly."""
     seqs = cfg.batch_tokens // cfg.model.block_size
     best = 0
-    for mb in range(1, seqs + 1):
+    for mb in range(1, seqs // world + 1):  # not monotone: FSDP2 drops its accumulation grads at accum 1
         if divides and (seqs % (mb * world)):
             continue
         if per_gpu(cfg, parallel, world, capacity, mb, checkpointing)["fits"]:
             best = mb
-        elif not divides:
-            break  # bytes grow with mb
     return best
 
 
@@ -217,8 +239,7 @@ def measure_saved_bytes(m: GPTConfig, micro_batch: int = 1, act: int = 4, seed: 
     The Blocks' share and the head's are separated by running with ``n_layer`` Blocks
     and with none.  Float results: exact integers divided by the token count.
     """
-    import torch.nn.functional as F
-
+    from gpu_experiments.loss import token_loss_sum
     from gpu_experiments.model import GPT
 
     def saved(cfg: GPTConfig) -> tuple[int, int]:
@@ -238,7 +259,7 @@ def measure_saved_bytes(m: GPTConfig, micro_batch: int = 1, act: int = 4, seed: 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=act == 2):
                 logits = model(x)
-            F.cross_entropy(logits.float().view(-1, logits.size(-1)), x.view(-1), reduction="sum")
+            token_loss_sum(logits, x)  # the training loss (loss.py): saves one gradient row per token
         return sum(acts.values()), sum(casts.values())
 
     tok = micro_batch * m.block_size

@@ -84,6 +84,13 @@ def probe_checkpoint(cfg: cfgmod.RunConfig, ckpt: Path, tokens: np.ndarray, quer
     """Rows and metadata for one checkpoint (see module docstring)."""
     model = GPT(cfg.model, init_std=cfg.init_std)
     meta = checkpoint.load_model_weights(ckpt, model)
+    return probe_model(cfg, model, tokens, queries, run_name, meta["step"], device)
+
+
+@torch.no_grad()
+def probe_model(cfg: cfgmod.RunConfig, model: GPT, tokens: np.ndarray, queries: np.ndarray,
+                run_name: str, step: int, device: str = "cpu") -> dict[str, np.ndarray]:
+    """Rows and metadata for a plain (unwrapped, uncompiled) model in memory, labelled ``step``."""
     model.to(device).eval()
     m = cfg.model
     per_layer: list[np.ndarray] = [None] * m.n_layer
@@ -106,7 +113,7 @@ def probe_checkpoint(cfg: cfgmod.RunConfig, ckpt: Path, tokens: np.ndarray, quer
     return {
         "rows": rows.reshape(-1, T),
         "run": np.full(grid.shape[1], run_name),
-        "step": np.full(grid.shape[1], meta["step"], dtype=np.int64),
+        "step": np.full(grid.shape[1], step, dtype=np.int64),
         "layer": grid[0].astype(np.int64), "head": grid[1].astype(np.int64),
         "seq": grid[2].astype(np.int64),
         "query": queries.reshape(-1).astype(np.int64),

@@ -86,9 +86,12 @@ def rehearsal_config(name: str, data_dir: Path, steps: int):
 
     base = config.get_config(name)
     T = base.model.block_size
+    # compile=false: inductor on a CPU for the full model is neither the cluster's code path nor
+    # cheap (compile is rehearsed with tiny-cpu in tests); one held-out sequence at the end
+    # rehearses the evaluation; no periodic resume checkpoints (the probe one at N-1 is resumed).
     overrides = ["dataset=offline", f"data_dir={data_dir}", "micro_batch=1", f"batch_tokens={T}",
                  f"max_steps={steps}", f"ckpt_steps={steps - 1}", "probe_batch=1", "probe_queries=1",
-                 "log_every=1"]
+                 "log_every=1", "compile=false", f"eval_every={steps}", f"eval_tokens={T}", "resume_every=0"]
     return config.apply_overrides(base, overrides), overrides
 
 
@@ -273,7 +276,11 @@ def rehearse_one_node(name: str, out: Path, steps: int, threads: int = 2, keep_w
         "not_at_full_size": [
             f"global batch: {cfg.batch_tokens} tokens per update instead of {full.batch_tokens} "
             f"(micro-batch 1 instead of {full.micro_batch}, no accumulation)",
-            "precision: float32 on CPU (bf16 autocast is CUDA-only in train.py)",
+            "precision: float32 on CPU (bf16 autocast and FSDP2's bf16 MixedPrecisionPolicy are CUDA-only "
+            "in train.py)",
+            "compile: off (eager); torch.compile per Block is tested with tiny-cpu",
+            f"evaluation: {cfg.eval_tokens} held-out tokens at the last update instead of {full.eval_tokens} "
+            f"every {full.eval_every}",
             "data: offline byte-level text (token ids < 257) instead of tokenised OpenWebText",
             f"probe: {cfg.probe_batch} sequence x {cfg.probe_queries} query row per (layer, head) "
             f"instead of {full.probe_batch} x {full.probe_queries}",

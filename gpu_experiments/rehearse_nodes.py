@@ -40,21 +40,82 @@ WEIGHT_TOL = 1e-5
 SEED = 1
 
 _SCONTROL = """#!/bin/sh
-# rehearsal stand-in for `scontrol show hostnames LIST`: every node is this machine
-echo 127.0.0.1
+# rehearsal stand-in for scontrol: only `scontrol show hostnames LIST` (every node is this machine)
+if [ "$1 $2" = "show hostnames" ]; then echo 127.0.0.1; exit 0; fi
+echo "scontrol stand-in: 'scontrol $*' is not emulated by the CPU rehearsal" >&2
+exit 2
 """
-_SRUN = """#!/bin/bash
-# rehearsal stand-in for srun: one task per node of the job, all on this machine, in parallel
-while [[ "$1" == --* ]]; do shift; done
-pids=()
-for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do
-    SLURM_NODEID=$i SLURM_PROCID=$i "$@" &
-    pids+=($!)
-done
-rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-exit $rc
-"""
+# Rehearsal stand-in for srun (written with this interpreter in its #! line).
+_SRUN = r'''#!{python}
+# Rehearsal stand-in for srun: one task per node of the job, all on this machine, in parallel.
+# Honours --kill-on-bad-exit[=0|1] (a failing task stops the others), --ntasks-per-node=1 and
+# --cpus-per-task=N / -c N (node i's task is bound to the i-th N CPUs of this machine, so its
+# ranks see N CPUs, as under Slurm's core binding); forwards SIGUSR1/SIGTERM/SIGINT to every
+# process of the tasks (each task runs in its own process group, as slurmstepd signals a step's
+# whole process tree); refuses every other option (exit 2) instead of ignoring it.
+import os, signal, subprocess, sys, time
+
+def refuse(msg):
+    print("srun stand-in: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+args, kill_on_bad_exit, cpus = sys.argv[1:], False, None
+while args and args[0].startswith("-"):
+    opt = args.pop(0)
+    key, eq, val = opt.partition("=")
+    if opt == "--":
+        break
+    if key == "--kill-on-bad-exit":
+        kill_on_bad_exit = (val or "1") != "0"
+    elif key == "--ntasks-per-node":
+        if val != "1":
+            refuse(opt + ": only one task per node is emulated")
+    elif key in ("--cpus-per-task", "-c"):
+        val = val if eq else (args.pop(0) if args else "")
+        if not val.isdigit() or int(val) < 1:
+            refuse(opt + ": expected a positive integer")
+        cpus = int(val)
+    else:
+        refuse("option " + opt + " is not emulated by the CPU rehearsal")
+if not args:
+    refuse("no command")
+nodes = int(os.environ.get("SLURM_JOB_NUM_NODES", "1"))
+avail = sorted(os.sched_getaffinity(0))
+if cpus is not None and cpus * nodes > len(avail):
+    refuse("--cpus-per-task=%d x %d nodes needs %d CPUs; this machine has %d"
+           % (cpus, nodes, cpus * nodes, len(avail)))
+procs = []
+for i in range(nodes):
+    env = dict(os.environ, SLURM_NODEID=str(i), SLURM_PROCID=str(i), SLURM_LOCALID="0",
+               SLURM_STEP_NUM_TASKS=str(nodes))
+    mask = None
+    if cpus is not None:
+        env["SLURM_CPUS_PER_TASK"] = str(cpus)
+        mask = avail[i * cpus:(i + 1) * cpus]
+    bind = (lambda m=mask: os.sched_setaffinity(0, m)) if mask else None
+    procs.append(subprocess.Popen(args, env=env, preexec_fn=bind, start_new_session=True))
+
+def signal_tasks(signum):
+    for p in procs:
+        try:
+            os.killpg(p.pid, signum)
+        except ProcessLookupError:
+            pass
+
+def forward(signum, _frame):
+    signal_tasks(signum)
+
+for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
+    signal.signal(s, forward)
+while [p.poll() for p in procs].count(None):  # poll every task (any() would stop at the first)
+    if kill_on_bad_exit and any(p.returncode not in (None, 0) for p in procs):
+        signal_tasks(signal.SIGKILL)
+    time.sleep(0.05)
+signal_tasks(signal.SIGKILL)  # what is left of a finished task (srun ends the whole step)
+codes = [p.returncode for p in procs]  # like srun: the highest exit code, else 128 + a signal
+exited = [c for c in codes if c > 0]
+sys.exit(max(exited) if exited else max([128 - c for c in codes if c < 0], default=0))
+'''
 
 
 def _free_port() -> int:
@@ -65,7 +126,7 @@ def _free_port() -> int:
 
 def _shims(bindir: Path) -> None:
     bindir.mkdir(parents=True, exist_ok=True)
-    for name, text in (("scontrol", _SCONTROL), ("srun", _SRUN)):
+    for name, text in (("scontrol", _SCONTROL), ("srun", _SRUN.replace("{python}", sys.executable))):
         p = bindir / name
         p.write_text(text)
         p.chmod(0o755)
@@ -80,14 +141,14 @@ def launch_line() -> str:
         out.append(ln.strip().rstrip("\\").strip())
         if not ln.rstrip().endswith("\\"):
             break
-    return " ".join(out)
+    return " ".join(out).removesuffix("&").strip()
 
 
 def sbatch(name: str, run: Path, args: list[str], work: Path, nnodes: int = 2) -> subprocess.CompletedProcess:
     """Run train.sbatch as SLURM would on ``nnodes`` nodes, all on localhost."""
     env = dict(os.environ, PATH=f"{work / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
                SLURM_JOB_NODELIST="rehearsal-[0-1]", SLURM_JOB_NUM_NODES=str(nnodes),
-               SLURM_GPUS_ON_NODE="1", SLURM_JOB_ID=f"rehearsal-{uuid.uuid4().hex[:8]}",
+               SLURM_GPUS_ON_NODE="1", SLURM_CPUS_PER_TASK="1", SLURM_JOB_ID=f"rehearsal-{uuid.uuid4().hex[:8]}",
                MASTER_PORT=str(_free_port()), DEVICE="cpu", PYTHON=sys.executable, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     cmd = ["bash", str(SBATCH), name, str(SEED), str(run), *args]
@@ -151,6 +212,10 @@ def rehearse_two_nodes(name: str, out: Path, steps: int, command: str = "", keep
     again = sbatch(name, work / "two-node-resumed", overrides, work)
     seconds["two_node_interrupted_and_resumed"] = time.perf_counter() - t0
     resumed_msg = "resumed from" in again.stdout
+    from gpu_experiments.train import parse_affinity
+
+    affinity = [{k: r[k] for k in ("rank", "cpus", "n_cpus", "slurm_cpus_per_task")}
+                for r in sorted(parse_affinity(again.stdout), key=lambda r: r["rank"])]
     say(f"stopped after update {stopped_after}, resubmitted: {'resumed' if resumed_msg else 'NOT resumed'}")
 
     t0 = time.perf_counter()
@@ -183,6 +248,7 @@ def rehearse_two_nodes(name: str, out: Path, steps: int, command: str = "", keep
         "launch_line": launch_line(), "parallel": "fsdp2", "seed": SEED, "steps": steps,
         "overrides": [o for o in overrides if not o.startswith("data_dir=")],
         "grad_accum_per_rank": config.grad_accum_steps(config.apply_overrides(base, overrides), 2),
+        "affinity": affinity,  # srun stand-in: --cpus-per-task=1, node i bound to the i-th CPU
         "checkpoint_step": k, "stopped_after_update": stopped_after,
         "losses_two_node": [m["loss"] for m in a], "losses_resumed": [m["loss"] for m in b],
         "losses_one_node": [m["loss"] for m in c],

@@ -47,7 +47,7 @@ def _train_seed(cfg: cfgmod.RunConfig, seed: int, run_dir: Path, nproc: int, ove
         rc = subprocess.run(cmd).returncode
     if rc != 0:
         raise SystemExit(f"reproduce: training seed {seed} failed (exit {rc}); rerun to resume "
-                         f"from {checkpoint.latest(run_dir) or 'scratch'}")
+                         f"from {checkpoint.latest_resumable(run_dir) or 'scratch'}")
 
 
 def reproduce(name: str, out: str | Path, overrides: list[str] = (), nproc: int = 1,

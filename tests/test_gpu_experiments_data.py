@@ -69,3 +69,51 @@ def test_probe_batch_fixed_and_held_out(ddir):
 def test_missing_data_message(tmp_path):
     with pytest.raises(FileNotFoundError, match="prepare"):
         data.read_meta(tmp_path)
+
+
+def test_shards_partition_the_corpus_and_hold_out_val():
+    plan = {"n_docs": 1003, "docs_per_shard": 100}
+    val = data._val_indices(1003, 17, seed=5)
+    assert np.array_equal(val, data._val_indices(1003, 17, seed=5)) and len(set(val.tolist())) == 17
+    names = data._shard_names(plan)
+    assert names[0] == "val-00000" and names[1:] == [f"train-{i:05d}" for i in range(11)]
+    rows = [data._shard_docs(plan, n, val) for n in names]
+    assert np.array_equal(rows[0], val)
+    train = np.concatenate(rows[1:])
+    assert np.all(np.diff(train) > 0)  # corpus order, no repeats
+    assert np.array_equal(np.sort(np.concatenate(rows)), np.arange(1003))  # every row exactly once
+    with pytest.raises(ValueError, match="val_docs"):
+        data._val_indices(10, 10, seed=0)
+
+
+class _FakeHub:
+    """Stands in for huggingface_hub.HfApi: a fixed commit and file list, no network."""
+
+    files: list = []
+
+    def dataset_info(self, repo, revision=None):
+        return type("Info", (), {"sha": "0123abcd" * 5})()
+
+    def list_repo_files(self, repo, repo_type=None, revision=None):
+        assert repo_type == "dataset" and revision == "0123abcd" * 5  # files read at the resolved commit
+        return self.files
+
+
+def test_corpora_resolve_to_parquet_at_one_commit(monkeypatch):
+    import huggingface_hub
+
+    assert data.DEFAULT_CORPUS in data.CORPORA
+    monkeypatch.setattr(huggingface_hub, "HfApi", _FakeHub)
+    _FakeHub.files = ["README.md", "sample/10BT/001_00000.parquet", "sample/10BT/000_00000.parquet",
+                      "sample/100BT/000_00000.parquet", "data/CC-MAIN-2024-10/000_00000.parquet"]
+    key, sha, urls, corpus = data.resolve_corpus("fineweb-10bt")
+    assert key == "fineweb-10bt" and corpus.repo == "HuggingFaceFW/fineweb" and sha == "0123abcd" * 5
+    assert urls == [f"hf://datasets/HuggingFaceFW/fineweb@{sha}/sample/10BT/00{i}_00000.parquet" for i in (0, 1)]
+    # OpenWebText through the Hub's parquet conversion: a partial conversion is refused
+    _FakeHub.files = ["plain_text/partial-train/0000.parquet", "plain_text/partial-train/0001.parquet"]
+    with pytest.raises(ValueError, match="partial"):
+        data.resolve_corpus("Skylion007/openwebtext")
+    key, _, urls, corpus = data.resolve_corpus("Skylion007/openwebtext", allow_partial=True)
+    assert key == "openwebtext" and corpus.revision == "refs/convert/parquet" and len(urls) == 2
+    with pytest.raises(ValueError, match="unknown corpus"):
+        data.resolve_corpus("someone/else")

@@ -77,17 +77,90 @@ def test_every_rehearse_option_has_help():
     res = subprocess.run([sys.executable, "-m", "gpu_experiments", "rehearse", "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0
-    for opt in ("--config", "--out", "--steps", "--nnodes", "--threads", "--keep-work"):
+    for opt in ("--config", "--out", "--steps", "--nnodes", "--slurm", "--threads", "--keep-work"):
         block = res.stdout.split(opt, 1)[1].split("\n  --", 1)[0]
         assert len(block.split()) > 2, f"{opt} has no help text"
 
 
 def test_sbatch_launch_line_is_what_the_rehearsal_runs():
     line = rehearse_nodes.launch_line()
-    for part in ("srun", "torch.distributed.run", "--rdzv_backend=c10d", '--nnodes="$SLURM_JOB_NUM_NODES"',
-                 '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"', "-m gpu_experiments train", '--device "$DEVICE"'):
+    for part in ("srun", '--cpus-per-task="$CPUS_PER_TASK"', "torch.distributed.run", "--rdzv_backend=c10d",
+                 '--nnodes="$SLURM_JOB_NUM_NODES"', '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"',
+                 "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", "-m gpu_experiments train",
+                 '--device "$DEVICE"'):
         assert part in line
-    assert 'DEVICE=${DEVICE:-cuda}' in rehearse_nodes.SBATCH.read_text()  # the cluster default stays CUDA
+    text = rehearse_nodes.SBATCH.read_text()
+    assert 'DEVICE=${DEVICE:-cuda}' in text  # the cluster default stays CUDA
+    for directive in ("--nodes=1", "--ntasks-per-node=1", "--signal=B:USR1@", "--requeue", "--open-mode=append"):
+        assert f"#SBATCH {directive}" in text
+    assert 'scontrol requeue "$SLURM_JOB_ID"' in text
+
+
+def _fake_slurm(tmp_path):
+    """A srun that prints its arguments and a scontrol for `show hostnames`: what the script passes."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "srun").write_text('#!/bin/sh\nfor a in "$@"; do echo "ARG $a"; done\n')
+    (bindir / "scontrol").write_text("#!/bin/sh\necho node-a\n")
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    return bindir
+
+
+@pytest.mark.parametrize("args,env,seed,out", [
+    (["gpt2-774m"], {"SLURM_ARRAY_TASK_ID": "2"}, "2", "runs/gpt2-774m/seed-2"),
+    (["gpt2-774m", "lr=1e-4"], {"SLURM_ARRAY_TASK_ID": "3", "RUNS": "/scratch/r"}, "3", "/scratch/r/seed-3"),
+    (["gpt2-774m", "1", "runs/x", "lr=1e-4"], {}, "1", "runs/x"),
+])
+def test_sbatch_seed_from_the_job_array_or_the_arguments(tmp_path, args, env, seed, out):
+    base = {"PATH": f"{_fake_slurm(tmp_path)}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "node-a",
+            "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_ID": "4242", "SLURM_CPUS_PER_TASK": "64",
+            "SLURM_GPUS_ON_NODE": "8"}
+    res = subprocess.run(["bash", str(rehearse_nodes.SBATCH), *args], env=dict(base, **env), capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    got = [ln[4:] for ln in res.stdout.splitlines() if ln.startswith("ARG ")]
+    assert got[got.index("--seed") + 1] == seed and got[got.index("--out") + 1] == out
+    assert "--cpus-per-task=64" in got and "--nproc_per_node=8" in got
+    assert ("lr=1e-4" in got) == ("lr=1e-4" in args)
+    assert "OMP_NUM_THREADS=8," in res.stdout  # 64 CPUs per node task / 8 ranks
+    no_seed = subprocess.run(["bash", str(rehearse_nodes.SBATCH), "gpt2-774m"], env=base, capture_output=True,
+                             text=True, timeout=60)
+    assert no_seed.returncode != 0 and "--array=1-3" in no_seed.stderr
+
+
+def test_srun_stand_in_honours_cpus_per_task_and_refuses_the_rest(tmp_path):
+    rehearse_nodes._shims(tmp_path / "bin")
+    srun = str(tmp_path / "bin" / "srun")
+    env = dict(os.environ, SLURM_JOB_NUM_NODES="2")
+    show = "import os; print(os.environ['SLURM_NODEID'], sorted(os.sched_getaffinity(0)))"
+    if len(os.sched_getaffinity(0)) >= 2:
+        res = subprocess.run([srun, "--kill-on-bad-exit=1", "--ntasks-per-node=1", "--cpus-per-task=1",
+                              sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        cpus = sorted(os.sched_getaffinity(0))
+        assert sorted(res.stdout.splitlines()) == [f"0 [{cpus[0]}]", f"1 [{cpus[1]}]"]  # one CPU each, apart
+    for bad in (["--mpi=pmix"], ["--ntasks-per-node=2"], ["--cpus-per-task=999"], ["-c", "x"]):
+        res = subprocess.run([srun, *bad, "true"], env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2 and res.stderr.startswith("srun stand-in: "), (bad, res.stderr)
+    res = subprocess.run([srun, "--kill-on-bad-exit=1", "sh", "-c", 'test "$SLURM_NODEID" = 0 || exit 3; sleep 30'],
+                         env=env, capture_output=True, text=True, timeout=20)
+    assert res.returncode == 3  # node 1 failed, node 0 was killed instead of sleeping on
+    res = subprocess.run([str(tmp_path / "bin" / "scontrol"), "requeue", "1"], capture_output=True, text=True)
+    assert res.returncode == 2 and "not emulated" in res.stderr
+
+
+def test_rehearse_slurm_bad_input(tmp_path, monkeypatch):
+    from gpu_experiments import rehearse_slurm
+
+    rc, msg = _exit(["rehearse", "--config", "tiny-cpu", "--slurm", "--nnodes", "2", "--out", str(tmp_path / "a")])
+    assert rc == 2 and "--slurm runs one node" in msg
+    rc, msg = _exit(["rehearse", "--config", "tiny-cpu", "--slurm", "--steps", "5", "--out", str(tmp_path / "a")])
+    assert rc == 2 and "--steps must be >= 10" in msg
+    monkeypatch.setattr(rehearse_slurm, "missing_tools", lambda: ["munged", "slurmctld"])
+    rc, msg = _exit(["rehearse", "--config", "tiny-cpu", "--slurm", "--out", str(tmp_path / "a")])
+    assert rc == 2 and "apt-get install -y slurm-wlm munge" in msg and len(msg.strip().splitlines()) == 1
+    assert not (tmp_path / "a").exists()
 
 
 @pytest.mark.slow

@@ -49,6 +49,23 @@ def test_state_bytes_are_count_times_dtype_size():
         mm.per_gpu(cfg, "zero3", 8, 80 * 10**9)
 
 
+def test_fsdp2_counts_mixed_precision_and_accumulation():
+    # FSDP2 with MixedPrecisionPolicy(bf16, fp32): bf16 unsharded root + 2 Blocks (params and
+    # grads), no autocast weight copies, and every unsharded grad in fp32 while accumulating.
+    cfg = config.get_config("gpt2-774m")
+    m, n = cfg.model, 774_090_240
+    p_block = mm.block_param_count(m)
+    p_root = n - m.n_layer * p_block
+    r = mm.per_gpu(cfg, "fsdp2", 8, 80 * 10**9)  # micro-batch 16: 512 / (16 x 8) = 4 per rank
+    assert r["accum"] == 4 and r["unsharded_accum_grads"] == 4 * n
+    assert r["parallel_buffers"] == 2 * p_root * 2 + 2 * p_block * 4 + 4 * n
+    one_per_rank = mm.per_gpu(cfg, "fsdp2", 8, 80 * 10**9, micro_batch=64)
+    assert one_per_rank["accum"] == 1 and one_per_rank["unsharded_accum_grads"] == 0
+    fp32 = mm.per_gpu(cfg, "fsdp2", 8, 80 * 10**9, act=4)  # CPU / float32: fp32 all-gathers
+    assert fp32["parallel_buffers"] == 4 * p_root * 2 + 4 * p_block * 4 + 4 * n
+    assert mm.per_gpu(cfg, "ddp", 8, 80 * 10**9)["accum"] == 4
+
+
 SMALL = config.GPTConfig(n_layer=2, n_head=4, n_embd=64, block_size=128, vocab_size=320)
 
 
@@ -71,7 +88,9 @@ def test_saved_bytes_detect_a_wrong_model():
 
 def test_activations_scale_and_checkpointing_saves():
     m = M774
-    one, two = (mm.activation_bytes(m, b, 2, False) for b in (1, 2))
+    ws = mm.loss_workspace_bytes(m)  # fixed: the loss's fp32 chunk buffers
+    assert ws == 2 * 4 * m.vocab_size * 1024
+    one, two = (mm.activation_bytes(m, b, 2, False) - ws for b in (1, 2))
     assert two == 2 * one
     # only Block inputs + one Block recomputed; the logits (vocabulary 50304) then dominate
     assert mm.activation_bytes(m, 1, 2, True) < one / 2
@@ -85,8 +104,9 @@ def test_largest_micro_batch_is_the_boundary():
             for world, cap in mm.CLUSTERS.values():
                 mb = mm.largest_micro_batch(cfg, par, world, cap, ac)
                 assert mb >= 1 and mm.per_gpu(cfg, par, world, cap, mb, ac)["fits"]
-                if mb < cfg.batch_tokens // 1024:
-                    assert not mm.per_gpu(cfg, par, world, cap, mb + 1, ac)["fits"]
+                if mb < cfg.batch_tokens // 1024 // world:  # the largest that fits, not the last tried
+                    assert not any(mm.per_gpu(cfg, par, world, cap, b, ac)["fits"]
+                                   for b in range(mb + 1, cfg.batch_tokens // 1024 // world + 1))
                 d = mm.largest_micro_batch(cfg, par, world, cap, ac, divides=True)
                 assert 1 <= d <= mb and (512 // world) % d == 0
     rows = mm.table(cfg)

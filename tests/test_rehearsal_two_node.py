@@ -34,6 +34,9 @@ def test_two_nodes_resume_bitwise_and_match_one_node(tmp_path):
     # the comparison has teeth: the weights moved well beyond the tolerance since the checkpoint
     assert rec["max_weight_change_since_checkpoint"] > 100 * rehearse_nodes.WEIGHT_TOL
     assert rec["losses_two_node"][-1] < rec["losses_two_node"][0]
+    if len(os.sched_getaffinity(0)) >= 2:  # the srun stand-in honours --cpus-per-task=1 per node
+        assert [r["n_cpus"] for r in rec["affinity"]] == [1, 1]
+        assert rec["affinity"][0]["cpus"] != rec["affinity"][1]["cpus"]
     assert not (out / "work").exists()
 
 
