@@ -374,7 +374,7 @@ def rehearse_slurm(name: str, out: Path, steps: int, command: str = "", keep_wor
         for s, h in old_handlers.items():
             signal.signal(s, h)
 
-    text, ref_text = job_out.read_text(errors="replace"), ref_out.read_text(errors="replace")
+    text = job_out.read_text(errors="replace")
     attempts = text.split("train.sbatch: job ")[1:]
     aff = [parse_affinity(a) for a in attempts]
     m_saved = re.search(r"got SIGUSR1: saved (\S+) after update (\d+)", text)
@@ -391,7 +391,7 @@ def rehearse_slurm(name: str, out: Path, steps: int, command: str = "", keep_wor
     resumed_from_resume_ckpt = bool(m_res) and "/resume/step-" in m_res.group(1) and preempted_at is not None \
         and int(m_res.group(2)) == preempted_at
     preempted_and_resumed = (len(attempts) == 2 and "caught SIGUSR1" in attempts[0]
-                             and f"requeueing job" in attempts[0] and "restart 1:" in attempts[1]
+                             and "requeueing job" in attempts[0] and "restart 1:" in attempts[1]
                              and resumed_from_resume_ckpt and preempted_at is not None and preempted_at < steps
                              and final.get("JobState") == "COMPLETED" and int(final.get("Restarts", 0)) == 1
                              and (run / "DONE").exists())
