@@ -1,4 +1,4 @@
-"""Coq checks (tier "coq"): C2–C7 proved for every L over any realFieldType.
+"""Coq checks (tier "coq"): C2–C8 proved for every L over any realFieldType.
 
 The development is proofs/coq/ (files in _CoqProject order).  Its statements are
 pinned by proofs/coq/Spec.v: every theorem the dashboard shows is stated there,
@@ -58,6 +58,7 @@ CLAIM_SCOPES = {
     "C5": SCOPE + ": θ ≥ 4p_i(1 − p_i) for every i; θ ≥ 4m(1 − m) and θ ≥ 1 − m² for m = p_max",
     "C6": SCOPE + ": removing a zero atom leaves θ unchanged; |θ(p) − θ(q)| ≤ 2‖p − q‖₁ on the simplex",
     "C7": SCOPE + ": θ(x/(a + b)) ≥ 4ab/(a + b)² for any S; θ = 1 − δ²",
+    "C8": SCOPE + ", every width d: row-stochastic P gives ‖(PV)_i‖₂² ≤ max_j ‖v_j‖₂² (‖PV‖_B ≤ ‖V‖_B)",
 }
 
 # Axioms a Spec theorem may rely on (Spec theorem name -> axiom names as Print Assumptions prints
@@ -87,6 +88,8 @@ CONTROLS = {
                "θ 1-Lipschitz in ℓ1; refuted at p = (1, 0), q = (3/4, 1/4)"),
     "C7": ("C7", "C7_const8.v", "C7_const8_wrong", "C7_const8_refuted.v", "C7_const8_refuted",
            "certificate 8ab/(a + b)²; refuted at x = (1/2, 1/2), S = {0}"),
+    "C8": ("C8", "C8_frobenius.v", "C8_frobenius_wrong", "C8_frobenius_refuted.v", "C8_frobenius_refuted",
+           "‖PV‖_F² ≤ ‖V‖_F² (Frobenius); refuted at P = [[1, 0], [1, 0]], V = [[1], [0]]"),
 }
 
 _FORBIDDEN = re.compile(r"\b(Admitted|admit|Admit|Axiom|Axioms|Parameter|Parameters|Conjecture|Hypothesis|"
@@ -485,6 +488,11 @@ def c7_coq(tier):
     return verify_claim("C7")
 
 
+@check("C8", "coq", scope=CLAIM_SCOPES["C8"], tier="coq")
+def c8_coq(tier):
+    return verify_claim("C8")
+
+
 @check("C2", "coq", negative_control=True, guards=("c2_coq",), tier="coq",
        scope="Coq: ‖C(p)x‖₁ ≤ θ(p)/2 must fail to prove and is refuted at p = (1/2, 1/2)")
 def c2_coq_negative(tier):
@@ -525,6 +533,12 @@ def c6_coq_negative_lipschitz(tier):
        scope="Coq: the certificate 8ab/(a + b)² must fail to prove and is refuted at x = (1/2, 1/2)")
 def c7_coq_negative(tier):
     return refute_claim("C7")
+
+
+@check("C8", "coq", negative_control=True, guards=("c8_coq",), tier="coq",
+       scope="Coq: the Frobenius version ‖PV‖_F ≤ ‖V‖_F must fail to prove and is refuted at P = [[1, 0], [1, 0]], V = [[1], [0]]")
+def c8_coq_negative(tier):
+    return refute_claim("C8")
 
 
 def coq_theorems(src: Path = COQ_DIR) -> list[dict]:

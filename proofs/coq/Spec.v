@@ -14,7 +14,7 @@
    Δ_L = {p : p_i ≥ 0, Σp = 1} is `distribution`; θ is `theta`. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From AttnSens Require Import Theta.
-From AttnSens Require C2 C3 C4 C5 C6 C7.
+From AttnSens Require C2 C3 C4 C5 C6 C7 C8.
 Import Order.TTheory GRing.Theory Num.Theory.
 Local Open Scope ring_scope.
 
@@ -74,3 +74,10 @@ Proof. exact (@C7.C7_certificate). Qed.
 Theorem C7_delta : forall (R : realFieldType) (L : nat) (p : 'I_L -> R),
   distribution p -> theta p = 1 - delta p ^+ 2.
 Proof. exact (@C7.C7_delta). Qed.
+
+(** C8: ∀ L, d, P ∈ R^(L×L) row-stochastic (P_ij ≥ 0, Σ_j P_ij = 1), V ∈ R^(L×d), M with ‖v_j‖₂² ≤ M for every row j: ‖(PV)_i‖₂² ≤ M for every row i (so ‖PV‖_B ≤ ‖V‖_B, ‖X‖_B = max_i ‖x_i‖₂/√d) *)
+Theorem C8_row_nonexpansive : forall (R : realFieldType) (L : nat) (d : nat) (P : 'M[R]_L) (V : 'M[R]_(L, d)) (M : R),
+  (forall i j, 0 <= P i j) -> (forall i, \sum_j P i j = 1) ->
+  (forall j, \sum_k V j k ^+ 2 <= M) ->
+  forall i, \sum_k (P *m V) i k ^+ 2 <= M.
+Proof. exact (@C8.C8_row_nonexpansive). Qed.

@@ -1,4 +1,4 @@
-(* Definitions shared by the proofs of C2–C7 (claim ids as in shared/MATH.md)
+(* Definitions shared by the proofs of C2–C8 (claim ids as in shared/MATH.md)
    and by the pinned statements of Spec.v, over an arbitrary realFieldType R (so ℝ and ℚ alike) and
    an arbitrary length L.  θ is the same object as numerics/theta.py:
    θ(p) = max over subsets S of 4·p(S)·(1 − p(S)); C(p) = diag(p) − ppᵀ is
