@@ -98,6 +98,15 @@ def x4_unbiased_rows_refuted(tier):
                    instances=n, max_discrepancy=round(worst, 4))
 
 
+def _instances_verdict(n, n_exact, viol, ratios):
+    """Pass iff no instance exceeded a bound and every ratio is finite (a NaN never passes)."""
+    q = np.quantile(ratios, [0.5, 1.0])
+    ok = viol == 0 and bool(np.isfinite(ratios).all())
+    return verdict(ok, f"{n} instances ({n_exact} exact)", f"{viol} violations; ratio true/bound median {q[0]:.3f}, "
+                   f"max {q[1]:.6f}", instances=n, exact_instances=n_exact, violations=viol,
+                   ratio_max=round(float(q[1]), 6))
+
+
 @check("X4", "float64", scope="C9 with θ of the biased rows ≥ ‖J‖ on random biased instances "
        "(exact for d = 1; quick: 40; full: 1500)")
 def x4_random_instances(tier):
@@ -110,11 +119,7 @@ def x4_random_instances(tier):
         n_exact += exact
         viol += (true > b9) + (true > bx)
         ratios.append(true / min(b9, bx))
-    q = np.quantile(ratios, [0.5, 1.0])
-    ok = viol == 0 and bool(np.isfinite(ratios).all())
-    return verdict(ok, f"{n} instances ({n_exact} exact)", f"{viol} violations; ratio true/bound median {q[0]:.3f}, "
-                   f"max {q[1]:.6f}", instances=n, exact_instances=n_exact, violations=viol,
-                   ratio_max=round(float(q[1]), 6))
+    return _instances_verdict(n, n_exact, viol, ratios)
 
 
 _X4_FAMILIES = [Family(2, 1, 1, 1, score_bias=True), Family(3, 1, 1, 1, score_bias=True, bias=True),
@@ -175,11 +180,7 @@ def x5_random_instances(tier):
         n_exact += exact
         viol += (true > bp) + (true > bx)
         ratios.append(true / min(bp, bx))
-    q = np.quantile(ratios, [0.5, 1.0])
-    ok = viol == 0 and bool(np.isfinite(ratios).all())
-    return verdict(ok, f"{n} instances ({n_exact} exact)", f"{viol} violations; ratio true/bound median {q[0]:.3f}, "
-                   f"max {q[1]:.6f}", instances=n, exact_instances=n_exact, violations=viol,
-                   ratio_max=round(float(q[1]), 6))
+    return _instances_verdict(n, n_exact, viol, ratios)
 
 
 _X5_FAMILIES = [Family(2, 1, 1, 1, cap=True), Family(3, 1, 1, 2, cap=True, bias=True),
