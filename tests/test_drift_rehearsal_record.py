@@ -1,4 +1,10 @@
-"""The committed full-size rehearsal record results/rehearsal-774m/."""
+"""Drift test of a committed record, not of code: the full-size rehearsal record results/rehearsal-774m/.
+
+These tests read what a past run wrote (rehearsal.json, its rows and certificates) and check that the
+record is internally consistent and still agrees with today's config, memory model and verifier. A
+failure means the record and the code have drifted apart (re-run the rehearsal or explain the change),
+not necessarily that the code is wrong.
+"""
 import json
 import shutil
 from pathlib import Path
@@ -6,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from certificates.__main__ import main as cert_cli
-from gpu_experiments import config, memory_model as mm
+from gpu_experiments import config
+from gpu_experiments import memory_model as mm
 
 REC_DIR = Path(__file__).resolve().parents[1] / "results" / "rehearsal-774m"
 

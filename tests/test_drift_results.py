@@ -1,4 +1,9 @@
-"""The committed CPU-scale results (results/): they re-verify, and the E1–E3 checks read them."""
+"""Drift test of committed records, not of code: the CPU-scale results in results/.
+
+They must still be present, re-verify with today's verifier, and load in the E1–E3 checks. A failure
+means the committed results and the code have drifted apart (a format change needs the results
+re-made), not that a certificate algorithm is wrong; the algorithms have their own tests.
+"""
 from pathlib import Path
 
 from certificates.verify import run_verify
