@@ -6,7 +6,7 @@ outside any section, with the definitions of Theta.v only, and proved by a
 plain ``exact`` of the development's theorem, so Spec.v compiles only if that
 theorem's type is the pinned statement (an extra premise, such as a section
 ``Hypothesis``, a changed hypothesis or a dropped conjunct breaks it).  The
-readable statements (dashboard, README table) are the ``(** Cn: ... *)`` line
+readable statements (dashboard, the table in docs/coq.md) are the ``(** Cn: ... *)`` line
 above each Spec theorem, parsed here: they are written once.
 
 A run copies the development to a temporary folder, compiles it once per
@@ -561,7 +561,7 @@ README_END = "<!-- end coq-theorems -->"
 
 
 def readme_table() -> str:
-    """The README's table of proved statements, generated from Spec.v."""
+    """The table of proved statements in docs/coq.md, generated from Spec.v."""
     rows = ["| claim | theorem | proof | statement |", "|---|---|---|---|"]
     for t in coq_theorems():
         rows.append(f"| {t['claim']} | `{t['theorem']}` | `{t['module']}.v` | "
@@ -569,8 +569,8 @@ def readme_table() -> str:
     return "\n".join([README_BEGIN, *rows, README_END])
 
 
-def write_readme(path: Path = ROOT / "README.md") -> bool:
-    """Replace the generated table in the README; True if it changed."""
+def write_readme(path: Path = ROOT / "docs" / "coq.md") -> bool:
+    """Replace the generated table in docs/coq.md (the Coq page); True if it changed."""
     text = path.read_text()
     i, j = text.index(README_BEGIN), text.index(README_END) + len(README_END)
     new = text[:i] + readme_table() + text[j:]
@@ -671,6 +671,6 @@ def c2_coq_crosscheck_negative(tier):
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--readme"]:
-        print("README.md " + ("updated" if write_readme() else "already current"))
+        print("docs/coq.md " + ("updated" if write_readme() else "already current"))
     else:
-        sys.exit("usage: python -m proofs.checks.coq --readme   (regenerate the README's table from Spec.v)")
+        sys.exit("usage: python -m proofs.checks.coq --readme   (regenerate docs/coq.md's table from Spec.v)")
