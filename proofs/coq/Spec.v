@@ -15,6 +15,7 @@
 From mathcomp Require Import all_ssreflect all_algebra.
 From AttnSens Require Import Theta.
 From AttnSens Require C2 C3 C4 C5 C6 C7 C8.
+From AttnSens Require Checker.
 Import Order.TTheory GRing.Theory Num.Theory.
 Local Open Scope ring_scope.
 
@@ -74,6 +75,15 @@ Proof. exact (@C7.C7_certificate). Qed.
 Theorem C7_delta : forall (R : realFieldType) (L : nat) (p : 'I_L -> R),
   distribution p -> theta p = 1 - delta p ^+ 2.
 Proof. exact (@C7.C7_delta). Qed.
+
+(** C7: the certificate checker (Checker.v, extracted to OCaml for `verify --checker coq`): for a row of integer weights w_i ≥ 0, claims given as integer pairs n/d, a witness mask and a head mask, check_row = true ⇒ θ_lo ≤ θ(w/Σw) ≤ θ_hi and gap_lo ≤ 1 − θ(w/Σw) ≤ gap_hi *)
+Theorem check_row_sound : forall (R : realFieldType) (w : seq BinNums.Z) (wit hd : seq bool)
+  (lo hi glo ghi tol : BinNums.Z * BinNums.Z) (reg : BinNums.Z),
+  Checker.check_row w wit hd lo hi glo ghi tol reg = true ->
+  let p := fun i : 'I_(size w) => ((ssrZ.int_of_Z (nth BinNums.Z0 w i))%:~R / (ssrZ.int_of_Z (Checker.sumZ w))%:~R : R) in
+  let q := fun a : BinNums.Z * BinNums.Z => ((ssrZ.int_of_Z a.1)%:~R / (ssrZ.int_of_Z a.2)%:~R : R) in
+  q lo <= theta p <= q hi /\ q glo <= 1 - theta p <= q ghi.
+Proof. exact (@Checker.check_row_sound). Qed.
 
 (** C8: ∀ L, d, P ∈ R^(L×L) row-stochastic (P_ij ≥ 0, Σ_j P_ij = 1), V ∈ R^(L×d), M with ‖v_j‖₂² ≤ M for every row j: ‖(PV)_i‖₂² ≤ M for every row i (so ‖PV‖_B ≤ ‖V‖_B, ‖X‖_B = max_i ‖x_i‖₂/√d) *)
 Theorem C8_row_nonexpansive : forall (R : realFieldType) (L : nat) (d : nat) (P : 'M[R]_L) (V : 'M[R]_(L, d)) (M : R),
