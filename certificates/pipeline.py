@@ -19,10 +19,12 @@ B. (:mod:`numerics.theta_refine`) the top-K interval lemma (an upper bound; its 
    :func:`numerics.theta_bounds.count_delta_lower`);
 C. the exact solver :func:`numerics.theta.theta_exact` for rows with few nonzero atoms.
 
-Every reported bound comes from one evaluator (exact extraction sums, outward rounding:
-:func:`numerics.theta_kernels.bounds_from_parts`), from the top-K lemma computed the same
-way, from the count lemma (in integers, rounded down once), or from exact Fractions
-rounded outward, so lo ≤ θ ≤ hi always holds.  With backend "torch" stage A runs on
+Every reported bound comes from the trusted core :mod:`numerics.trusted` (docs/soundness.md
+states the invariants it rests on): one evaluator (exact extraction sums, outward rounding:
+:func:`numerics.trusted.outward_bounds`), the top-K lemma computed the same way, the count
+lemma (in integers, rounded down once), or exact Fractions rounded outward, so lo ≤ θ ≤ hi
+always holds; the searches only propose masks.  The regime labels are decided by
+:func:`numerics.trusted.closed`, the threads by :mod:`certificates.threads`.  With backend "torch" stage A runs on
 ``device`` (:mod:`numerics.theta_torch`) and returns the same exact sums and masks, so
 the certificates are bit-identical to the numpy backend;
 stages B–C and the outward rounding run on the CPU for both.
@@ -36,10 +38,12 @@ import numpy as np
 from numerics import theta_fused as tf
 from numerics import theta_kernels as tk
 from numerics import theta_refine as tr
-from numerics.rounding import down, frac_down, frac_up, up
+from numerics import trusted
+from numerics.rounding import frac_down, frac_up
 from numerics.theta import theta_exact
 from numerics.theta_bounds import count_delta_lower
 
+from . import threads
 from .folder import CLOSE_FLOOR, EXACT_MAX_ATOMS, TOPK
 
 FLIPS = 3               # best single flips after the stage-A greedy
@@ -69,14 +73,7 @@ class _State:
 
     def open(self, tol, among=None):
         idx = np.arange(self.lo.shape[0]) if among is None else among
-        return idx[~_closed(self.lo[idx], self.hi[idx], tol)]
-
-
-def _closed(lo, hi, tol):
-    # hi − lo ≤ tol, decided conservatively: fl(hi − lo) is within a factor 1 ± 2⁻⁵³ of the
-    # true difference (exact when that is subnormal, 0 only when hi = lo), so comparing it
-    # with tol·(1 − 2⁻⁵⁰) never accepts a true difference above tol (no nextafter pass)
-    return (hi - lo) <= tol * (1.0 - 2.0 ** -50)
+        return idx[~trusted.closed(self.lo[idx], self.hi[idx], tol)]
 
 
 def _stage_a(R, tolerance, flips, backend, device, force):
@@ -90,13 +87,8 @@ def _stage_a(R, tolerance, flips, backend, device, force):
     M = np.empty((n, L), np.uint8)
     cols = np.empty((6, n))
     state = np.empty(n, np.int8)
-    tf.stage_a(R, force, flips, stop_rel, tolerance, M, cols, state)
+    tf.stage_a(R, force, flips, stop_rel, tolerance, M, cols, state, parallel=threads.threaded(R))
     return M, cols, state
-
-
-def _dominant_exact(row, j):
-    """2·x_j ≥ Σx exactly: fsum is correctly rounded, so the sign of its result is exact."""
-    return math.fsum([x if k == j else -x for k, x in enumerate(row.tolist())]) >= 0.0
 
 
 def certify_batch(R: np.ndarray, tolerance: float, backend: str = "numpy", device: str = "cpu",
@@ -125,10 +117,8 @@ def certify_batch(R: np.ndarray, tolerance: float, backend: str = "numpy", devic
     if op.size:
         _stage_c(R, op, st, exact_max)
     if op0.size:                                # the regime of the rows stages B–C worked on
-        state[op0] = np.where(_closed(st.lo[op0], st.hi[op0], tolerance), 1, 2)
-        # the closing floor: fl(hi − lo) ≤ CLOSE_FLOOR/2 implies hi − lo ≤ CLOSE_FLOOR (one
-        # rounding), so rows the exact solver settled read closed even at tolerance 0
-        state[op0] = np.where((state[op0] == 2) & (st.hi[op0] - st.lo[op0] <= CLOSE_FLOOR / 2), 1, state[op0])
+        # with the closing floor, rows the exact solver settled read closed even at tolerance 0
+        state[op0] = np.where(trusted.closed(st.lo[op0], st.hi[op0], tolerance, CLOSE_FLOOR), 1, 2)
     return dict(theta_lo=st.lo, theta_hi=st.hi, gap_lo=st.gap_lo, gap_hi=st.gap_hi,
                 p_max=pm, regime=state, witness=st.M, row_sum=rs)
 
@@ -140,16 +130,12 @@ def _redo(R, redo, state, tolerance, flips, backend, device, M, cols):
     scale-free; their row_sum and p_max then come from the original row, by fsum: correctly
     rounded); undecided dominance (C4's margin) is settled exactly with fsum and passed in.
     """
-    Ru = R[redo]
-    m = Ru.max(axis=1)
-    tiny = state[redo] == 3
-    _, e = np.frexp(m)
-    Rl = np.ascontiguousarray(np.ldexp(Ru, np.where(tiny, 1 - e, 0)[:, None]))
+    Rl, tiny = trusted.lift_tiny(np.ascontiguousarray(R[redo]))
     force = np.full(redo.size, -1, np.int8)
     Mu, cu, su = _stage_a(Rl, tolerance, flips, backend, device, force)
     und = su == 4                               # still undecided (after any lift): decide exactly
     if und.any():
-        force[und] = [1 if _dominant_exact(r, int(np.argmax(r))) else 0 for r in Rl[und]]
+        force[und] = [1 if trusted.dominant_exact(r, int(np.argmax(r))) else 0 for r in Rl[und]]
         Mu2, cu2, su2 = _stage_a(np.ascontiguousarray(Rl[und]), tolerance, flips, backend, device,
                                  force[und])
         Mu[und], cu[:, und], su[und] = Mu2, cu2, su2
@@ -162,39 +148,31 @@ def _redo(R, redo, state, tolerance, flips, backend, device, M, cols):
     state[redo] = su
 
 
-def _lifted(R):
-    # an exact power-of-two lift of rows whose maximum is below 2^-900 (σ₂ stays normal)
-    m = R.max(axis=1)
-    if not (m < tk.TINY).any():
-        return R
-    _, e = np.frexp(m)
-    return np.ascontiguousarray(np.ldexp(R, np.where(m < tk.TINY, 1 - e, 0)[:, None]))
-
-
 def _evaluate(R, M):
     out = np.empty((R.shape[0], 6))
-    tk.evaluate(R, M.view(np.uint8), out)
+    tk.evaluate(R, M.view(np.uint8), out, parallel=threads.threaded(R))
     return out
 
 
 def _stage_b(R, op, st, tol, K, flips):
-    Ro = _lifted(R[op])
+    Ro = trusted.lift_tiny(R[op])[0]
     # top-K lemma first (after stage A's first fit, most rows still open have θ truly below
     # 1 − tol and need its upper bound; its closing witness is optimal), then the witness
     # searches: one compiled pass over the rows (numerics.theta_refine.stage_b_rows)
     lo, hi, glo, ghi = st.lo[op], st.hi[op], st.gap_lo[op], st.gap_hi[op]
     Mo = np.ascontiguousarray(st.M[op]).view(np.uint8)
     tr.stage_b_rows(Ro, K, SWAP_ROUNDS, 0.25 * math.sqrt(tol), min(MITM_K, Ro.shape[1]), flips + 2,
-                    tol, lo, hi, glo, ghi, Mo)
+                    tol, lo, hi, glo, ghi, Mo, parallel=threads.threaded_rows(Ro.shape[0], 16))
     st.lo[op], st.hi[op], st.gap_lo[op], st.gap_hi[op], st.M[op] = lo, hi, glo, ghi, Mo.view(bool)
     # last, on rows still open: the count lemma (odd counts: an upper bound, in integers,
     # and its optimal witness when it is positive)
-    sub = np.flatnonzero(~_closed(lo, hi, tol))
+    sub = np.flatnonzero(~trusted.closed(lo, hi, tol))
     if not sub.size:
         return
     d_lo, Mc, closes = count_delta_lower(np.ascontiguousarray(Ro[sub]), K)
-    g = np.maximum(down(d_lo * d_lo), 0.0)
-    st.upper(op[sub], np.minimum(up(1.0 - g), 1.0), g)
+    th, g = np.empty_like(d_lo), np.empty_like(d_lo)
+    trusted.hi_from_delta_lo_rows(d_lo, th, g)
+    st.upper(op[sub], th, g)
     if closes.any():
         c = sub[closes]
         Ms = np.ascontiguousarray(Mc[closes]).view(np.uint8)
@@ -208,6 +186,7 @@ def _stage_c(R, op, st, exact_max):
     for i in op[nnz <= exact_max]:
         res = theta_exact(R[i])
         gap = res.delta * res.delta
+        # I12: exact θ and δ² as Fractions, rounded outward once
         st.lo[i], st.hi[i] = frac_down(res.theta), frac_up(res.theta)
         st.gap_lo[i], st.gap_hi[i] = frac_down(gap), frac_up(gap)
         st.M[i] = [(res.mask >> j) & 1 == 1 for j in range(L)]

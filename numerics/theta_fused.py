@@ -1,9 +1,10 @@
 """Stage A of the certify pipeline: one fused numba pass per row (C4, C5, C7).
 
-Per row: the max (from the int64 view: for nonnegative floats the bit patterns order like
-the values), the exact extraction parts and totals (:mod:`numerics.theta_kernels`), the
-dominant-atom test, a witness and its outward-rounded value.  The witness, when the row
-is not dominant: greedy on the big atoms (≥ max·2^−4) in exponent order; the index-order
+Per row, the trusted steps (:mod:`numerics.trusted`, each citing the invariants of
+docs/soundness.md): the max, the exact extraction parts and totals, the dominant-atom test
+and the singleton witness, the exact parts of the witness, its outward-rounded value and
+the closed/open state.  Between them one call of the untrusted search :func:`_search`,
+which only writes the witness mask of a non-dominant row: greedy on the big atoms (≥ max·2^−4) in exponent order; the index-order
 prefix of small atoms whose exact doubled q₁ sum crosses what the lighter side lacks (C5:
 D then changes sign at one crossing atom k); then *first fit* on both sides of k — from
 D ≤ 0 (k left out) a later small atom joins S when D stays ≤ 0, and, if that does not
@@ -30,9 +31,8 @@ import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from numerics.rounding import U
-from numerics.theta_kernels import (BIG_BITS, BLOCK, POW2, TINY, _msum2, _sum2, outward_bounds, prefix_crossing,
-                                    sigmas_scale, threaded)
+from numerics import trusted
+from numerics.theta_kernels import BIG_BITS, BLOCK, prefix_crossing
 
 FF_WIN = 64             # atoms tried by first fit on each side of the crossing (≤ 64: a word)
 RB = 64                 # rows whose outward rounding runs as one vectorised loop
@@ -90,183 +90,175 @@ def _expand(Sw, m):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, qs, bi, P, Q, jt, bj, rib,
-          cnt, order, Sw, Wb, p2x):
-    n, L = R.shape
-    c = int(np.ceil(np.log2(L + 2.0))) + 1
-    Rb = R.view(np.int64)
-    bf = bi.view(np.float64)
-    tau_scale = POW2[1074 - bits]       # 2^−bits, exact (a table read, not a pow() per row)
+def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, cnt, order, Sw, Wb, p2x):
+    """Untrusted: a witness mask for non-dominant row i, written to M[i] (nothing else).
+    q1 are the row's exact q₁ parts (read only); the rest is scratch."""
+    L = R.shape[1]
     nwd = (L + 63) >> 6                # 64-atom words per row
     ones = np.uint64(0xFFFFFFFFFFFFFFFF)
+    tau = m * trusted.POW2[1074 - bits]   # 2^−bits·max, exact (a table read, not a pow())
+    # the witness S is built as bits Sw (one word per 64 atoms), written to M once
+    for w in range(nwd):
+        Sw[w] = 0
+    for j in range(L):     # q₁ of the small atoms, 0 for the big ones
+        qs[j] = q1[j] if R[i, j] < tau else 0.0
+    # greedy on the big atoms in (exponent, index) order; the max is big, so the
+    # largest big exponent is the max's.  The big atoms of each 64-atom word are
+    # a bit mask Wb (a vectorised compare); walking its set bits gives each big
+    # atom's exponent step below the max (the last step also holds the lower
+    # ones) and its rank within its step; then a stable counting sort, and the
+    # greedy: three loops of one trip count each (the trip counts are what the
+    # branch predictor cannot know)
+    em = mb >> 52
+    for b in range(bits + 1):
+        cnt[b] = 0
+    nb = 0
+    for w in range(nwd):
+        j0 = w * 64
+        j1 = min(L, j0 + 64)
+        xs = R[i, j0:j1]
+        ps = p2x[j0:j1]
+        wb = np.uint64(0)
+        for t in range(xs.shape[0]):
+            x = xs[t]
+            big = x >= tau
+            ps[t] = np.inf if big else 2.0 * x     # first fit's steps (below)
+            wb |= np.uint64(big) << np.uint64(t)
+        Wb[w] = wb
+        while wb != 0:
+            j = np.uint64(j0) + trailing_zeros(wb)
+            wb &= wb - np.uint64(1)
+            b = em - (Rb[i, j] >> 52)
+            b = b if b < bits else bits
+            jt[nb] = j
+            bj[nb] = b
+            cb = cnt[b]
+            rib[nb] = cb
+            cnt[b] = cb + 1
+            nb += 1
+    cb = 0
+    for b in range(bits + 1):  # counts to starting places
+        cn = cnt[b]
+        cnt[b] = cb
+        cb += cn
+    for t in range(nb):
+        order[np.uint64(cnt[bj[t]] + rib[t])] = jt[t]
+    D = 0.0
+    ts = T1                # t_s = T₁ − Σ_big q₁: exact (every partial q₁ sum is)
+    for t in range(nb):
+        j = order[t]
+        go = D <= 0.0
+        D = D + R[i, j] if go else D - R[i, j]
+        Sw[j >> np.uint64(6)] |= np.uint64(go) << (j & np.uint64(63))
+        ts -= q1[j]
+    # small atoms: the index-order prefix whose doubled q₁ sum crosses t_s − D
+    # joins S
+    target = ts - D
+    k, cs, before = prefix_crossing(qs, L, target)
+    d_with = D + (2.0 * cs - ts)
+    d_wo = D + (2.0 * before - ts)
+    for w in range(nwd):   # the small atoms before the crossing atom join S
+        nbit = min(max(k - 64 * w, 0), 64)
+        below = ones if nbit == 64 else (np.uint64(1) << np.uint64(nbit)) - np.uint64(1)
+        Sw[w] |= below & ~Wb[w]
+    # first fit after the crossing atom: D = d_wo ≤ 0; a small atom joins S when
+    # that keeps D ≤ 0, until |D| ≤ stop (then the row closes, no flips needed).
+    # The choices go to a 64-bit word (FF_WIN ≤ 64) inside the loop.  The test
+    # fl(D + 2x) ≤ 0 is made as 2x ≤ −D, off the addition's latency: the same
+    # answer, as rounding is monotone, 0 is a float and a nonzero exact sum of two
+    # floats never rounds to 0; p2x = +inf for the big atoms makes it fail there
+    # (and likewise fl(D − 2x) ≥ 0 ⇔ D ≥ 2x going back)
+    stop = stop_rel * T1
+    D = d_wo
+    hj = k + 1 + FF_WIN if k + 1 + FF_WIN < L else L
+    fw = np.uint64(0)
+    nf = 0
+    for j in range(k + 1, hj):
+        if abs(D) <= stop:
+            break
+        p = p2x[j]
+        go = p <= -D
+        D = D + p if go else D
+        fw |= np.uint64(go) << np.uint64(nf)
+        nf += 1
+    # the mirror image when the forward pass did not close: from d_with ≥ 0 (the
+    # crossing atom in S) a prefix atom leaves S when that keeps D ≥ 0, going back
+    Db = d_with
+    bw = np.uint64(0)
+    nw = 0
+    if k < L and abs(D) > stop:
+        lj = k - FF_WIN if k - FF_WIN > 0 else 0
+        for j in range(k - 1, lj - 1, -1):
+            if abs(Db) <= stop:
+                break
+            p = p2x[j]
+            go = Db >= p
+            Db = Db - p if go else Db
+            bw |= np.uint64(go) << np.uint64(nw)
+            nw += 1
+    if k < L and abs(Db) <= abs(D):     # the crossing atom's side does better
+        if R[i, k] < tau:
+            Sw[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+        while bw != 0:             # the leavers (bit t: atom k − 1 − t) leave
+            jl = k - 1 - np.int64(trailing_zeros(bw))
+            bw &= bw - np.uint64(1)
+            Sw[jl >> 6] &= ~(np.uint64(1) << np.uint64(jl & 63))
+        D = Db
+    elif fw != 0:                  # the joiners (bit t: atom k + 1 + t) join
+        w0 = (k + 1) >> 6
+        off = np.uint64((k + 1) & 63)
+        Sw[w0] |= fw << off
+        if off != 0 and w0 + 1 < nwd:
+            Sw[w0 + 1] |= fw >> (np.uint64(64) - off)
+    _expand(Sw, M[i])
+    # best single flips (on M)
+    for _ in range(flips):
+        if abs(D) <= stop:
+            break
+        v, j = _best_flip(R, M, i, D)
+        if j < 0 or not v < abs(D):
+            break
+        D = D - (4.0 * M[i, j] - 2.0) * R[i, j]
+        M[i, j] = 1 - M[i, j]
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, qs, bi, P, Q, jt, bj, rib,
+          cnt, order, Sw, Wb, p2x):
+    # The trusted lines of stage A (numerics.trusted, docs/soundness.md) and one call of
+    # the untrusted search; each row on its own.
+    n, L = R.shape
+    c = trusted.headroom_bits(L)
+    Rb = R.view(np.int64)
+    bf = bi.view(np.float64)
     for blo in range(lo, hi, RB):
         bhi = min(hi, blo + RB)
         for i in range(blo, bhi):
             r = i - blo
-            mb = np.int64(0)
-            for j in range(L):
-                v = Rb[i, j]
-                mb = v if v > mb else mb
+            mb = trusted.max_bits(Rb[i])                      # I1
             bi[0] = mb
             m = bf[0]
-            s1, s2, sc = sigmas_scale(mb >> 52, c)
-            tau = m * tau_scale
-            for j in range(L):         # error-free extraction (theta_kernels docstring)
-                v = R[i, j]
-                q = (s1 + v) - s1
-                q1[j] = q
-                q2[j] = (s2 + (v - q)) - s2
-            T1, T2 = _sum2(q1, q2)
-            # C4: the sign of 2m − T, with a margin for T − (T1 + T2) and the rounding of y
-            slack = 4.0 * (L * U * s2) + 4.0 * U * (2.0 * m)
-            y = 2.0 * m - (T1 + T2)
-            if force[i] >= 0:
+            s1, s2, sc = trusted.splitters(mb >> 52, c)       # I2, I6
+            trusted.extract(R[i], s1, s2, q1, q2)             # I2
+            T1, T2 = trusted.exact_sum2(q1, q2)               # I3
+            y, slack = trusted.dominance_terms(m, T1, T2, s2, L)   # I4
+            if force[i] >= 0:                                 # the caller's exact decision
                 dom = force[i] == 1
                 unsure = False
             else:
                 dom = y > slack
                 unsure = (not dom) and y >= -slack
             if dom:
-                a = 0
-                for w in range(nwd):   # the first index of the max: a compare mask per word
-                    j0 = w * 64
-                    xb = Rb[i, j0:min(L, j0 + 64)]
-                    e = np.uint64(0)
-                    for t in range(xb.shape[0]):
-                        e |= np.uint64(xb[t] == mb) << np.uint64(t)
-                    if e != 0:
-                        a = j0 + np.int64(trailing_zeros(e))
-                        break
+                a = trusted.first_index_of_max(Rb[i], mb)     # I5
                 for j in range(L):
                     M[i, j] = 0
                 M[i, a] = 1
                 A1 = q1[a]
                 A2 = q2[a]
             else:
-                # the witness S is built as bits Sw (one word per 64 atoms), written to M once
-                for w in range(nwd):
-                    Sw[w] = 0
-                for j in range(L):     # q₁ of the small atoms, 0 for the big ones
-                    qs[j] = q1[j] if R[i, j] < tau else 0.0
-                # greedy on the big atoms in (exponent, index) order; the max is big, so the
-                # largest big exponent is the max's.  The big atoms of each 64-atom word are
-                # a bit mask Wb (a vectorised compare); walking its set bits gives each big
-                # atom's exponent step below the max (the last step also holds the lower
-                # ones) and its rank within its step; then a stable counting sort, and the
-                # greedy: three loops of one trip count each (the trip counts are what the
-                # branch predictor cannot know)
-                em = mb >> 52
-                for b in range(bits + 1):
-                    cnt[b] = 0
-                nb = 0
-                for w in range(nwd):
-                    j0 = w * 64
-                    j1 = min(L, j0 + 64)
-                    xs = R[i, j0:j1]
-                    ps = p2x[j0:j1]
-                    wb = np.uint64(0)
-                    for t in range(xs.shape[0]):
-                        x = xs[t]
-                        big = x >= tau
-                        ps[t] = np.inf if big else 2.0 * x     # first fit's steps (below)
-                        wb |= np.uint64(big) << np.uint64(t)
-                    Wb[w] = wb
-                    while wb != 0:
-                        j = np.uint64(j0) + trailing_zeros(wb)
-                        wb &= wb - np.uint64(1)
-                        b = em - (Rb[i, j] >> 52)
-                        b = b if b < bits else bits
-                        jt[nb] = j
-                        bj[nb] = b
-                        cb = cnt[b]
-                        rib[nb] = cb
-                        cnt[b] = cb + 1
-                        nb += 1
-                cb = 0
-                for b in range(bits + 1):  # counts to starting places
-                    cn = cnt[b]
-                    cnt[b] = cb
-                    cb += cn
-                for t in range(nb):
-                    order[np.uint64(cnt[bj[t]] + rib[t])] = jt[t]
-                D = 0.0
-                ts = T1                # t_s = T₁ − Σ_big q₁: exact (every partial q₁ sum is)
-                for t in range(nb):
-                    j = order[t]
-                    go = D <= 0.0
-                    D = D + R[i, j] if go else D - R[i, j]
-                    Sw[j >> np.uint64(6)] |= np.uint64(go) << (j & np.uint64(63))
-                    ts -= q1[j]
-                # small atoms: the index-order prefix whose doubled q₁ sum crosses t_s − D
-                # joins S
-                target = ts - D
-                k, cs, before = prefix_crossing(qs, L, target)
-                d_with = D + (2.0 * cs - ts)
-                d_wo = D + (2.0 * before - ts)
-                for w in range(nwd):   # the small atoms before the crossing atom join S
-                    nbit = min(max(k - 64 * w, 0), 64)
-                    below = ones if nbit == 64 else (np.uint64(1) << np.uint64(nbit)) - np.uint64(1)
-                    Sw[w] |= below & ~Wb[w]
-                # first fit after the crossing atom: D = d_wo ≤ 0; a small atom joins S when
-                # that keeps D ≤ 0, until |D| ≤ stop (then the row closes, no flips needed).
-                # The choices go to a 64-bit word (FF_WIN ≤ 64) inside the loop.  The test
-                # fl(D + 2x) ≤ 0 is made as 2x ≤ −D, off the addition's latency: the same
-                # answer, as rounding is monotone, 0 is a float and a nonzero exact sum of two
-                # floats never rounds to 0; p2x = +inf for the big atoms makes it fail there
-                # (and likewise fl(D − 2x) ≥ 0 ⇔ D ≥ 2x going back)
-                stop = stop_rel * T1
-                D = d_wo
-                hj = k + 1 + FF_WIN if k + 1 + FF_WIN < L else L
-                fw = np.uint64(0)
-                nf = 0
-                for j in range(k + 1, hj):
-                    if abs(D) <= stop:
-                        break
-                    p = p2x[j]
-                    go = p <= -D
-                    D = D + p if go else D
-                    fw |= np.uint64(go) << np.uint64(nf)
-                    nf += 1
-                # the mirror image when the forward pass did not close: from d_with ≥ 0 (the
-                # crossing atom in S) a prefix atom leaves S when that keeps D ≥ 0, going back
-                Db = d_with
-                bw = np.uint64(0)
-                nw = 0
-                if k < L and abs(D) > stop:
-                    lj = k - FF_WIN if k - FF_WIN > 0 else 0
-                    for j in range(k - 1, lj - 1, -1):
-                        if abs(Db) <= stop:
-                            break
-                        p = p2x[j]
-                        go = Db >= p
-                        Db = Db - p if go else Db
-                        bw |= np.uint64(go) << np.uint64(nw)
-                        nw += 1
-                if k < L and abs(Db) <= abs(D):     # the crossing atom's side does better
-                    if R[i, k] < tau:
-                        Sw[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
-                    while bw != 0:             # the leavers (bit t: atom k − 1 − t) leave
-                        jl = k - 1 - np.int64(trailing_zeros(bw))
-                        bw &= bw - np.uint64(1)
-                        Sw[jl >> 6] &= ~(np.uint64(1) << np.uint64(jl & 63))
-                    D = Db
-                elif fw != 0:                  # the joiners (bit t: atom k + 1 + t) join
-                    w0 = (k + 1) >> 6
-                    off = np.uint64((k + 1) & 63)
-                    Sw[w0] |= fw << off
-                    if off != 0 and w0 + 1 < nwd:
-                        Sw[w0 + 1] |= fw >> (np.uint64(64) - off)
-                _expand(Sw, M[i])
-                # best single flips (on M)
-                for _ in range(flips):
-                    if abs(D) <= stop:
-                        break
-                    v, j = _best_flip(R, M, i, D)
-                    if j < 0 or not v < abs(D):
-                        break
-                    D = D - (4.0 * M[i, j] - 2.0) * R[i, j]
-                    M[i, j] = 1 - M[i, j]
-                A1, A2 = _msum2(q1, q2, M[i])
+                _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, cnt,
+                        order, Sw, Wb, p2x)
+                A1, A2 = trusted.masked_sum2(q1, q2, M[i])    # I3
             P[0, r] = A1               # the exact parts, rounded below for RB rows at once
             P[1, r] = A2
             P[2, r] = T1
@@ -274,13 +266,13 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
             P[4, r] = s2
             P[5, r] = sc
             P[6, r] = m
-            state[i] = 3 if m < TINY else (4 if unsure else (0 if dom else 5))
+            state[i] = 3 if m < trusted.TINY else (4 if unsure else (0 if dom else 5))
         # the outward rounding (C7) of RB rows: one loop of straight-line code that
         # vectorises across rows (one row's chain of dependent roundings would stall)
         nr = bhi - blo
         for r in range(nr):
-            Q[0, r], Q[1, r], Q[2, r], Q[3, r] = outward_bounds(P[0, r], P[1, r], P[2, r], P[3, r],
-                                                                P[4, r], L, P[5, r])
+            Q[0, r], Q[1, r], Q[2, r], Q[3, r] = trusted.outward_bounds(P[0, r], P[1, r], P[2, r], P[3, r],
+                                                                        P[4, r], L, P[5, r])   # I6, I7
         for r in range(nr):
             i = blo + r
             tot = P[2, r] + P[3, r]    # the row total to ~1 ulp (descriptive row_sum)
@@ -289,10 +281,10 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
             cols[0, i] = Q[0, r]
             cols[3, i] = Q[3, r]
             st = state[i]
-            if st == 5:                # a non-optimal split's θ_hi, gap_lo bound nothing
+            if st == 5:                # I5: a non-optimal split's θ_hi, gap_lo bound nothing
                 cols[1, i] = 1.0
                 cols[2, i] = 0.0
-                state[i] = 1 if 1.0 - Q[0, r] <= thr else 2
+                state[i] = 1 if trusted.within(Q[0, r], 1.0, thr) else 2    # I9
             else:
                 cols[1, i] = Q[1, r]
                 cols[2, i] = Q[2, r]
@@ -325,18 +317,19 @@ def _stage_a_par(R, force, flips, stop_rel, thr, M, cols, state, bits):
         _span(R, force, flips, stop_rel, thr, M, cols, state, bits, blk * BLOCK, min(n, (blk + 1) * BLOCK))
 
 
-def stage_a(R, force, flips, stop_rel, tol, M, cols, state, bits=BIG_BITS):
+def stage_a(R, force, flips, stop_rel, tol, M, cols, state, bits=BIG_BITS, parallel=False):
     """Stage A for every row of R (C-contiguous float64, nonnegative, some mass).
 
     force[i] = −1: decide dominance here; 0/1: the caller's exact decision.  Writes M (uint8
     witness), cols (6, n) = θ_lo, θ_hi, gap_lo, gap_hi, row total, p_max — θ_hi = 1 and
     gap_lo = 0 unless the row is dominant (its singleton is optimal, C4) — and state[i]
-    (int8) as in :func:`triage`, rows closed when fl(θ_hi − θ_lo) ≤ tol·(1 − 2⁻⁵⁰), which
-    never accepts a true difference above tol.  Threaded over rows for large batches; each
-    row is computed on its own, so the thread count never changes a result.
+    (int8) as in :func:`triage`, rows closed when :func:`numerics.trusted.within` accepts
+    θ_hi − θ_lo ≤ tol (never a true difference above tol).  ``parallel`` (the caller's
+    choice: certificates/threads.py) runs rows on numba's threads; each row is computed on
+    its own, so the thread count never changes a result.
     """
-    thr = tol * (1.0 - 2.0 ** -50)
-    (_stage_a_par if threaded(R) else _stage_a_ser)(R, force, flips, stop_rel, thr, M, cols, state, bits)
+    thr = trusted.close_threshold(tol)
+    (_stage_a_par if parallel else _stage_a_ser)(R, force, flips, stop_rel, thr, M, cols, state, bits)
 
 
 @numba.njit(cache=True)
@@ -351,12 +344,12 @@ def triage(out, stat, tol):
     n = out.shape[0]
     cols = np.empty((6, n))
     state = np.empty(n, np.int8)
-    thr = tol * (1.0 - 2.0 ** -50)
+    thr = trusted.close_threshold(tol)
     for i in range(n):
         d = stat[i, 0] == 1
         for k in range(6):
             cols[k, i] = out[i, k]
-        if not d:
+        if not d:                      # I5: a non-optimal split's θ_hi, gap_lo bound nothing
             cols[1, i] = 1.0
             cols[2, i] = 0.0
         if stat[i, 3] != 0:
@@ -366,5 +359,5 @@ def triage(out, stat, tol):
         elif d:
             state[i] = 0
         else:
-            state[i] = 1 if cols[1, i] - cols[0, i] <= thr else 2
+            state[i] = 1 if trusted.within(cols[0, i], cols[1, i], thr) else 2   # I9
     return cols, state

@@ -1,11 +1,11 @@
 """Second-stage numba kernels for the rows the fused pass leaves open (C5, C7).
 
-* :func:`topk_lemma` — the top-K interval lemma (MATH.md, cheap certified bounds):
-  δ·T ≥ min_ε max(0, |Σ_{i≤K} ε_i x_(i)| − t_K), t_K the tail mass, computed from the
-  exact extraction parts of :mod:`numerics.theta_kernels` and rounded outward, so it is ≤
-  the integer value that certificates/verify.py recomputes with the same K.  When the
-  minimising |Σε x| is at least t_K, the mask "top atoms by ε, tail on the lighter side"
-  attains it: the row closes.
+* :func:`topk_lemma` — the batch driver of the top-K interval lemma
+  (:func:`numerics.trusted.topk_row`, the trusted core): δ·T ≥ min_ε max(0,
+  |Σ_{i≤K} ε_i x_(i)| − t_K), t_K the tail mass, from exact extraction parts, rounded
+  outward, so it is ≤ the integer value that certificates/verify.py recomputes with the
+  same K.  When the minimising |Σε x| is at least t_K, the mask "top atoms by ε, tail on
+  the lighter side" attains it: the row closes.
 * :func:`_mitm_row` — a search for diffuse rows of many comparable atoms, where greedy and
   Karmarkar–Karp stall at 1 − θ ≈ 10⁻⁵…10⁻³: everything but the top k atoms is placed by
   the fused pass's greedy, then the top k atoms are split exactly against that remainder
@@ -21,149 +21,24 @@
 from __future__ import annotations
 
 import heapq
+import math
 
 import numba
 import numpy as np
 
-from numerics.rounding import U
-from numerics.theta_kernels import (_dn, _extract, _row_max, _scale_of, _sigmas, _sum2, _up,
-                                    big_greedy_tail, eval_row, flip_more, threaded_rows)
-
-
-@numba.njit(cache=True)
-def _top_indices(x, K):
-    """Indices of the K largest entries, largest first, ties by lower index (the order of a
-    stable sort of −x), by insertion into a sorted buffer: for K ≪ L most entries are
-    rejected by one comparison with the K-th largest so far."""
-    L = x.shape[0]
-    K = min(K, L)
-    top = np.empty(K, np.int64)
-    val = np.empty(K)
-    cnt = 0
-    for j in range(L):
-        v = x[j]
-        if cnt == K and not v > val[K - 1]:
-            continue                   # not above the K-th: a tie keeps the lower index
-        p = cnt if cnt < K else K - 1
-        while p > 0 and val[p - 1] < v:   # after every entry ≥ v (stable)
-            val[p] = val[p - 1]
-            top[p] = top[p - 1]
-            p -= 1
-        val[p] = v
-        top[p] = j
-        cnt += 1 if cnt < K else 0
-    return top
-
-
-@numba.njit(cache=True, inline="always")
-def _signed_sums(q1, q2, top, a, b, out, work):
-    # out[t] = fl(Σ_i s_i·q1[top[i]] + Σ_i s_i·q2[top[i]]) over i in a..b−1, s_i = −1 where
-    # bit i − a of t is set, else +1; for a = 0 the largest atom's sign is fixed (+1) and
-    # bit i − 1 gives s_i.  Each sum is formed left to right, atom by atom, as the plain
-    # loop would (x ± v per level, for all t at once); work holds the q₂ sums
-    if a == 0:
-        out[0] = q1[top[0]]
-        work[0] = q2[top[0]]
-        lo = 1
-    else:
-        out[0] = 0.0
-        work[0] = 0.0
-        lo = a
-    m = 1
-    for i in range(lo, b):
-        v1 = q1[top[i]]
-        v2 = q2[top[i]]
-        for t in range(m):
-            out[t + m] = out[t] - v1
-            work[t + m] = work[t] - v2
-            out[t] = out[t] + v1
-            work[t] = work[t] + v2
-        m *= 2
-    for t in range(m):
-        out[t] = out[t] + work[t]
-
-
-@numba.njit(cache=True)
-def _topk_row(x, K, mk, q1, q2):
-    """(δ_lo, closes) for one row; writes the lemma's witness to mk when it has one."""
-    L = x.shape[0]
-    c = int(np.ceil(np.log2(L + 2.0))) + 1
-    m = _row_max(x)
-    s1, s2 = _sigmas(m, c)
-    _extract(x, s1, s2, q1, q2)
-    T1, T2 = _sum2(q1, q2)
-    top = _top_indices(x, K)
-    K = top.shape[0]
-    p1 = 0.0
-    p2 = 0.0
-    for i in range(K):
-        p1 += q1[top[i]]               # exact partial sums of q₁ (and of q₂)
-        p2 += q2[top[i]]
-    sc = _scale_of(m)
-    e = _up(_up(L * U) * (s2 * sc))    # ≥ every remainder sum of the row, scaled
-    T_hi = _up(_up(T1 * sc + T2 * sc) + e)
-    t_hi = _up(_up((T1 - p1) * sc + (T2 - p2) * sc) + e)   # tail mass, rounded up
-    if not (t_hi < x[top[0]] * sc):    # the lemma's min |Σεx| ≤ x_(1) (greedy): no bound
-        return 0.0, False
-    # min over ε (ε₁ = +1) of |Σ ε_i x_(i)| by meet in the middle: the left half (with the
-    # largest atom) and the right half's signed sums, each formed exactly in q-parts and
-    # rounded once (L̃ = fl(l₁ + l₂), R̃ likewise); min |fl(L̃ + R̃)| by one sorted scan
-    # (rounding is monotone, so the scan finds the least computed value exactly).
-    h = (K + 1) // 2
-    nl = 1 << (h - 1)
-    nr = 1 << (K - h)
-    Lv = np.empty(nl)
-    Rv = np.empty(nr)
-    # bit i − 1 of t (of the left half; bit i − h of the right half) set: atom i gets −1;
-    # the sums are built by doubling, one vectorised pass per atom (every signed sum of
-    # q₁'s, of q₂'s, is exact anyway)
-    _signed_sums(q1, q2, top, 0, h, Lv, np.empty(nl))
-    _signed_sums(q1, q2, top, h, K, Rv, np.empty(nr))
-    ol = np.argsort(Lv, kind="mergesort")
-    orr = np.argsort(Rv, kind="mergesort")
-    best = np.inf
-    bl = 0
-    br = 0
-    p = 0
-    r = nr - 1
-    while p < nl and r >= 0:
-        v = Lv[ol[p]] + Rv[orr[r]]
-        if abs(v) < best:
-            best = abs(v)
-            bl = ol[p]
-            br = orr[r]
-        if v > 0.0:
-            r -= 1
-        elif v < 0.0:
-            p += 1
-        else:
-            break
-    # |Σεx| ≥ |L̃ + R̃| − u(|L̃| + |R̃|) − K·u·σ₂, |L̃| + |R̃| ≤ 2·Σ_top, |fl(z)| ≤ |z|(1 + 2⁻⁵²)
-    E = _up(_up(_up(4.0 * U) * _up((p1 + p2) * sc)) + e)
-    smin = _dn(_dn(_dn(best * sc) * (1.0 - 2.0 ** -52)) - E)
-    num = _dn(smin - t_hi)
-    d_lo = _dn(num / T_hi) if num > 0.0 else 0.0
-    closes = num >= 0.0
-    if closes:
-        plus_heavy = (Lv[bl] + Rv[br]) >= 0.0
-        for j in range(L):
-            mk[j] = 0 if plus_heavy else 1          # tail on the lighter side
-        mk[top[0]] = 1
-        for i in range(1, h):
-            mk[top[i]] = 0 if (bl >> (i - 1)) & 1 else 1
-        for i in range(h, K):
-            mk[top[i]] = 0 if (br >> (i - h)) & 1 else 1
-    return d_lo, closes
+from numerics import trusted
+from numerics.theta_kernels import big_greedy_tail, flip_more
 
 
 @numba.njit(cache=True)
 def topk_lemma(R, K, M, d_lo, closes):
-    """Top-K lemma for every row of R (float64, nonnegative): d_lo[i] ≤ δ(row i)."""
+    """Top-K lemma (:func:`numerics.trusted.topk_row`) for every row of R (float64,
+    nonnegative): d_lo[i] ≤ δ(row i); closes[i]: M[i] is the lemma's witness."""
     n, L = R.shape
-    for i in numba.prange(n):
-        q1 = np.empty(L)
-        q2 = np.empty(L)
-        d_lo[i], closes[i] = _topk_row(R[i], K, M[i], q1, q2)
+    q1 = np.empty(L)
+    q2 = np.empty(L)
+    for i in range(n):
+        d_lo[i], closes[i] = trusted.topk_row(R[i], K, M[i], q1, q2)
 
 
 @numba.njit(cache=True)
@@ -230,7 +105,7 @@ def _mitm_row(x, k, flips, mk):
     idx = np.empty(L, np.int64)
     order = np.empty(L, np.int64)
     cnt = np.empty(66, np.int64)
-    top = _top_indices(x, k)
+    top = trusted.top_indices(x, k)
     kk = top.shape[0]
     saved = np.empty(kk)
     for t in range(kk):            # place the rest first: hide the top atoms
@@ -238,10 +113,14 @@ def _mitm_row(x, k, flips, mk):
     y = x.copy()
     for t in range(kk):
         y[top[t]] = 0.0
-    m = _row_max(y)
+    mb = np.empty(1, np.int64)
+    mb[0] = trusted.max_bits(y.view(np.int64))
+    m = mb.view(np.float64)[0]
     if m > 0.0:
-        c = int(np.ceil(np.log2(L + 2.0))) + 1
-        s1, _ = _sigmas(m, c)
+        # the greedy's q₁ only steer the search (its mask is re-scored), so a plain
+        # frexp splitter does here, subnormal maxima included
+        _, e = math.frexp(m)
+        s1 = math.ldexp(1.0, e + trusted.headroom_bits(L))
         for j in range(L):
             q1[j] = (s1 + y[j]) - s1
         D = big_greedy_tail(y, q1, m, 64, mk, idx, order, cnt, qs)
@@ -369,7 +248,7 @@ def _improve_row(x, mk, rounds, stop_rel, o, si, so):
 
 
 @numba.njit(cache=True)
-def _kk_row(x, out):
+def kk_row(x, out):
     L = x.shape[0]
     heap = [(-x[j], j) for j in range(L)]
     heapq.heapify(heap)
@@ -398,7 +277,7 @@ SEARCHES = ("window", "swap", "mitm", "kk")     # the witness searches, in the o
 @numba.njit(cache=True)
 def _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M):
     # keep the witness that proves the larger theta_lo (ties: the smaller gap_hi)
-    eval_row(x, mk, c, q1, q2, ev)
+    ev[0], ev[1], ev[2], ev[3], ev[4] = trusted.score_row(x, mk, c, q1, q2)
     if ev[0] > lo[i] or (ev[0] == lo[i] and ev[3] < ghi[i]):
         lo[i] = ev[0]
         ghi[i] = ev[3]
@@ -410,7 +289,7 @@ def _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M):
 def _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, a, b):
     # rows a..b−1, with their own scratch
     L = R.shape[1]
-    c = int(np.ceil(np.log2(L + 2.0))) + 1
+    c = trusted.headroom_bits(L)
     q1 = np.empty(L)
     q2 = np.empty(L)
     ev = np.empty(6)
@@ -424,7 +303,7 @@ def _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, 
         o = O[i]                       # the row's stable argsort
         # the top-K lemma gives nothing when the tail outweighs the largest atom, which
         # T ≥ (K + 1)·max implies (the K top atoms weigh at most K·max); the float sum is
-        # within (L − 1)·u of T, so the margin makes this skip only what _topk_row
+        # within (L − 1)·u of T, so the margin makes this skip only what trusted.topk_row
         # would return (0, no witness) for: diffuse rows, where the lemma costs ~1.4 µs
         Tf = 0.0
         mx = 0.0
@@ -432,14 +311,14 @@ def _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, 
             Tf += x[j]
             mx = x[j] if x[j] > mx else mx
         if not Tf >= (K + 1) * mx * margin:
-            d, closes = _topk_row(x, K, mk, q1, q2)
-            g = max(np.nextafter(d * d, -np.inf), 0.0)
-            hi[i] = min(hi[i], min(np.nextafter(1.0 - g, np.inf), 1.0))
+            d, closes = trusted.topk_row(x, K, mk, q1, q2)
+            th, g = trusted.hi_from_delta_lo(d)
+            hi[i] = min(hi[i], th)
             glo[i] = max(glo[i], g)
             if closes:
                 _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
         for step in range(len(SEARCHES)):
-            if hi[i] - lo[i] <= thr:
+            if trusted.within(lo[i], hi[i], thr):
                 break
             if step == 0:
                 _window_row(x, mk, o)
@@ -450,7 +329,7 @@ def _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, 
             elif step == 2:
                 _mitm_row(x, min(mitm_k, L), mitm_flips, mk)
             else:
-                _kk_row(x, colour)
+                kk_row(x, colour)
                 for j in range(L):
                     mk[j] = 1 if colour[j] else 0
             _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
@@ -472,24 +351,26 @@ def _stage_b_par(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, h
                       4 * t, min(n, 4 * t + 4))
 
 
-def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, glo, ghi, M):
+def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, glo, ghi, M,
+                 parallel=False):
     """Stage B of the certify pipeline for rows R (float64, max ≥ 2^−900), in place.
 
     lo, hi, glo, ghi (the rows' bounds so far) and M (uint8, their witnesses) are updated
-    row by row: the top-K lemma (:func:`topk_lemma`: an upper bound, and its witness when
-    it closes), then, while hi − lo > tol (decided as in the pipeline: fl(hi − lo) ≤
-    tol·(1 − 2⁻⁵⁰)), the searches of SEARCHES in order — the count window, exchanges and
+    row by row: the top-K lemma (:func:`numerics.trusted.topk_row`: an upper bound, and its
+    witness when it closes), then, while hi − lo > tol (:func:`numerics.trusted.within` with
+    :func:`numerics.trusted.close_threshold`), the searches of SEARCHES in order — the count window, exchanges and
     flips on the current witness (:func:`_improve_row`, swap_rounds rounds, stopping at |D| ≤
     swap_stop·T), :func:`_mitm_row` (mitm_k atoms, mitm_flips flips), Karmarkar–Karp —
-    each mask re-scored by the evaluator and kept when it proves a larger theta_lo.
+    each mask re-scored by :func:`numerics.trusted.score_row` and kept when it proves a
+    larger theta_lo.
     One compiled loop instead of a batch call per search: the few rows that reach stage B
     cost microseconds each, and a Python round per search cost more than the searches.
-    Rows are independent, so they run on numba's threads (from 16 rows, while a core is
-    free: :func:`numerics.theta_kernels.threaded_rows`) with the same results.
+    Rows are independent, so ``parallel`` (the caller's choice: certificates/threads.py)
+    runs them on numba's threads with the same results.
     """
-    thr = tol * (1.0 - 2.0 ** -50)
+    thr = trusted.close_threshold(tol)
     O = stable_argsort_rows(R)
-    (_stage_b_par if threaded_rows(R.shape[0], 16) else _stage_b_ser)(
+    (_stage_b_par if parallel else _stage_b_ser)(
         R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M)
 
 

@@ -1,8 +1,9 @@
 """Torch twin of :func:`numerics.theta_fused.stage_a` (CUDA, or CPU for tests).
 
-Same algorithm, same floating-point operations on the same operands: the exact
-extraction sums (order-free, so torch's reduction order does not matter), the same
-dominance margin, the same greedy / prefix-crossing / first-fit / flip decisions (elementwise
+Same algorithm, same floating-point operations on the same operands: the trusted
+formulas of :mod:`numerics.trusted` applied to tensors (``split``, ``dominance_terms``,
+``splitter_exponents``, ``headroom_bits``: each written once), the exact extraction sums
+(order-free, so torch's reduction order does not matter), the same greedy / prefix-crossing / first-fit / flip decisions (elementwise
 IEEE operations, first-index tie breaks; the first-fit scans step one window position for all
 rows at a time).  Only the per-row exact parts (A₁, A₂, T₁, T₂) and
 the masks leave the device; the outward rounding is the shared numba routine, so the
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from numerics import theta_kernels as tk
-from numerics.rounding import U
+from numerics import trusted
 from numerics.theta_fused import FF_WIN
 
 
@@ -33,21 +34,20 @@ def _pow2(k):
 
 def stage_a_torch(R: np.ndarray, force: np.ndarray, flips: int, stop_rel: float, device: str,
                   bits: int = tk.BIG_BITS):
-    """(M uint8, out (n, 6), stat (n, 4)) exactly as :func:`numerics.theta_kernels.stage_a`."""
+    """(M uint8, out (n, 6), stat (n, 4)) for :func:`numerics.theta_fused.triage`: the same
+    masks and bounds as :func:`numerics.theta_fused.stage_a`, bit for bit."""
     import torch
     n, L = R.shape
     x = torch.as_tensor(R, device=device)
-    c = tk.headroom_bits(L)
-    m = x.max(dim=1).values
-    ef = _int_bits(m)                        # max < 2^(ef − 1022): σ as in sigmas_scale
-    s1 = _pow2(ef - 1022 + c)
-    s2 = _pow2(ef - 1022 + 2 * c - 53)
-    q1 = (s1[:, None] + x) - s1[:, None]
-    q2 = (s2[:, None] + (x - q1)) - s2[:, None]
-    T1 = q1.sum(dim=1)                       # exact in any order
+    c = trusted.headroom_bits(L)
+    m = x.max(dim=1).values                  # exact (I1)
+    k1, k2 = trusted.splitter_exponents.py_func(_int_bits(m), c)   # I2
+    s1 = _pow2(k1)
+    s2 = _pow2(k2)
+    q1, q2 = trusted.split.py_func(x, s1[:, None], s2[:, None])    # I2, elementwise
+    T1 = q1.sum(dim=1)                       # exact in any order (I3)
     T2 = q2.sum(dim=1)
-    slack = 4.0 * (L * U * s2) + 4.0 * U * (2.0 * m)
-    y = 2.0 * m - (T1 + T2)
+    y, slack = trusted.dominance_terms.py_func(m, T1, T2, s2, L)   # I4
     f = torch.as_tensor(force, device=device)
     dom = torch.where(f >= 0, f == 1, y > slack)
     unsure = (f < 0) & ~(y > slack) & (y >= -slack)
@@ -149,5 +149,5 @@ def stage_a_torch(R: np.ndarray, force: np.ndarray, flips: int, stop_rel: float,
     M = mf.to(torch.uint8).cpu().numpy()
     stat = np.stack([dom.cpu().numpy().astype(np.int64), unsure.cpu().numpy().astype(np.int64),
                      np.where(dom.cpu().numpy(), arg.cpu().numpy(), -1),
-                     (m < tk.TINY).cpu().numpy().astype(np.int64)], axis=1)
+                     (m < trusted.TINY).cpu().numpy().astype(np.int64)], axis=1)
     return M, out, stat
