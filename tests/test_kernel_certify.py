@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from certificates import threads as th
 from certificates.pipeline import certify_batch
 from certificates.verify import check_row
 from numerics import theta_kernels as tk
 from numerics import theta_refine as tr
+from numerics import trusted
 from numerics.theta import theta_exact, theta_of_mask
 
 KEYS = ("theta_lo", "theta_hi", "gap_lo", "gap_hi", "p_max", "row_sum")
@@ -85,14 +87,14 @@ def test_evaluator_parts_are_exact_up_to_the_stated_remainder():
         R = rng.dirichlet(np.full(37, 0.3), size=20) * scale
         M = (rng.random(R.shape) < 0.5).astype(np.uint8)
         L = R.shape[1]
-        c = tk.headroom_bits(L)
+        c = trusted.headroom_bits(L)
         for i in range(R.shape[0]):
             x = R[i]
-            s1, s2 = tk._sigmas(x.max(), c)
+            s1, s2, _ = trusted.splitters(trusted.max_bits(x.view(np.int64)) >> 52, c)
             q1, q2 = np.empty(L), np.empty(L)
-            tk._extract(x, s1, s2, q1, q2)
-            A1, A2 = tk._msum2(q1, q2, M[i])
-            T1, T2 = tk._sum2(q1, q2)
+            trusted.extract(x, s1, s2, q1, q2)
+            A1, A2 = trusted.masked_sum2(q1, q2, M[i])
+            T1, T2 = trusted.exact_sum2(q1, q2)
             exA = sum(Fraction(v) for v, b in zip(x, M[i]) if b)
             exT = sum(Fraction(v) for v in x)
             rem = Fraction(L) * Fraction(2) ** -53 * Fraction(s2)
@@ -145,10 +147,10 @@ def test_results_do_not_depend_on_threads_or_row_order(monkeypatch):
     try:
         numba.set_num_threads(1)
         a = certify_batch(R, 1e-6)                       # the serial kernels
-        monkeypatch.setattr(tk, "PAR_MIN", 0)            # the prange kernels, even for this batch
-        monkeypatch.setattr(tk, "LOAD_AWARE", False)     # ... whatever the machine's load
+        monkeypatch.setattr(th, "PAR_MIN", 0)            # the prange kernels, even for this batch
+        monkeypatch.setattr(th, "LOAD_AWARE", False)     # ... whatever the machine's load
         numba.set_num_threads(max(1, min(2, numba.config.NUMBA_NUM_THREADS)))
-        assert tk.threaded(R) or numba.get_num_threads() == 1
+        assert th.threaded(R) or numba.get_num_threads() == 1
         b = certify_batch(R[perm], 1e-6)
     finally:
         numba.set_num_threads(old)
@@ -241,7 +243,7 @@ def test_top_indices_match_a_stable_sort():
         x = _tie_heavy(rng, int(rng.integers(1, 90)))
         x[rng.random(x.shape[0]) < 0.2] = -0.0 if rng.random() < 0.5 else 0.0
         K = int(rng.integers(1, 20))
-        assert np.array_equal(tr._top_indices(x, K), np.argsort(-x, kind="stable")[:K])
+        assert np.array_equal(trusted.top_indices(x, K), np.argsort(-x, kind="stable")[:K])
 
 
 def test_half_sums_match_a_stable_sort_of_every_signed_sum():
@@ -263,25 +265,25 @@ def test_half_sums_match_a_stable_sort_of_every_signed_sum():
 
 
 def test_threads_are_used_only_while_a_core_is_free(monkeypatch):
-    R = np.zeros((tk.PAR_MIN // 64, 64))
+    R = np.zeros((th.PAR_MIN // 64, 64))
     monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
-    monkeypatch.setattr(tk, "cpu_count", lambda: 2)
-    monkeypatch.setattr(tk, "_others_recent", lambda: tk.others_running())   # no caching here
+    monkeypatch.setattr(th, "cpu_count", lambda: 2)
+    monkeypatch.setattr(th, "_others_recent", lambda: th.others_running())   # no caching here
     for others, expect in ((0, True), (1, False), (3, False)):
-        monkeypatch.setattr(tk, "others_running", lambda o=others: o)
-        assert tk.threaded(R) is expect
-    monkeypatch.setattr(tk, "cpu_count", lambda: 8)
-    monkeypatch.setattr(tk, "others_running", lambda: 6)
-    assert tk.threaded(R) and not tk.threaded(R[:1])        # small batches stay serial
+        monkeypatch.setattr(th, "others_running", lambda o=others: o)
+        assert th.threaded(R) is expect
+    monkeypatch.setattr(th, "cpu_count", lambda: 8)
+    monkeypatch.setattr(th, "others_running", lambda: 6)
+    assert th.threaded(R) and not th.threaded(R[:1])        # small batches stay serial
 
 
 def test_the_load_reading_is_reused_for_a_few_milliseconds(monkeypatch):
     reads = iter([0, 3])
-    monkeypatch.setattr(tk, "others_running", lambda: next(reads))
-    monkeypatch.setattr(tk, "_SEEN", [-1.0, None])
-    assert tk._others_recent(max_age=60.0) == 0
-    assert tk._others_recent(max_age=60.0) == 0          # within max_age: not read again
-    assert tk._others_recent(max_age=0.0) == 3           # older than max_age: read again
+    monkeypatch.setattr(th, "others_running", lambda: next(reads))
+    monkeypatch.setattr(th, "_SEEN", [-1.0, None])
+    assert th._others_recent(max_age=60.0) == 0
+    assert th._others_recent(max_age=60.0) == 0          # within max_age: not read again
+    assert th._others_recent(max_age=0.0) == 3           # older than max_age: read again
 
 
 def _most_others_seen(samples=50):
@@ -289,7 +291,7 @@ def _most_others_seen(samples=50):
     import time
     seen = []
     for _ in range(samples):
-        seen.append(tk.others_running())
+        seen.append(th.others_running())
         time.sleep(0.02)
     return max(seen)
 
@@ -320,13 +322,13 @@ def test_our_own_busy_helper_thread_counts_as_load():
         while not done.is_set():
             h.update(buf)                        # releases the GIL for the whole buffer
 
-    th = threading.Thread(target=hash_until_done)
-    th.start()
+    helper = threading.Thread(target=hash_until_done)
+    helper.start()
     try:
         assert _most_others_seen() >= 1
     finally:
         done.set()
-        th.join()
+        helper.join()
 
 
 def test_best_swap_finds_the_best_exchange():
@@ -363,7 +365,7 @@ def test_stage_b_skips_the_top_k_lemma_only_where_it_gives_nothing():
         T, m = float(np.sum(x)), float(x.max())
         if T >= (K + 1) * m * (1.0 + 4.0 * L * 2.0 ** -53):
             hits += 1
-            d, closes = tr._topk_row(x, K, np.zeros(L, np.uint8), np.empty(L), np.empty(L))
+            d, closes = trusted.topk_row(x, K, np.zeros(L, np.uint8), np.empty(L), np.empty(L))
             assert d == 0.0 and not closes
     assert hits > 500
 
@@ -414,7 +416,7 @@ def test_signed_sums_equal_the_plain_loop_bit_for_bit():
         for a, b in ((0, h), (h, K)):
             n = 1 << (b - a - (1 if a == 0 else 0))
             out = np.empty(n)
-            tr._signed_sums(q1, q2, top, a, b, out, np.empty(n))
+            trusted.signed_sums(q1, q2, top, a, b, out, np.empty(n))
             ref = np.empty(n)
             for t in range(n):
                 a1, a2, lo = (q1[top[0]], q2[top[0]], 1) if a == 0 else (0.0, 0.0, a)
