@@ -149,8 +149,12 @@ def envelope(m):
 
 
 def group_stats(cert, meta, idx):
-    q = lambda a, p: float(np.quantile(a, p)) if a.size else float("nan")
-    mean = lambda a: float(np.mean(a)) if a.size else float("nan")
+    def q(a, p):
+        return float(np.quantile(a, p)) if a.size else float("nan")
+
+    def mean(a):
+        return float(np.mean(a)) if a.size else float("nan")
+
     lo = cert["theta_lo"][idx]
     ent = meta["entropy"][idx] if "entropy" in meta else np.array([])
     ent = ent[np.isfinite(ent)]                   # a folder without entropy contributes none

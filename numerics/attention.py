@@ -143,8 +143,10 @@ def mha_jacobian(X, w: MHAWeights) -> np.ndarray:
     """∂Y/∂X at X by float64 autograd, shape (L, d_out, L, d) (the layout of numerics.norms)."""
     X = torch.as_tensor(np.asarray(X, dtype=np.float64))
     t = w.torch()
-    f = lambda Z: mha_forward(Z, t["W_Q"], t["W_K"], t["W_V"], t["W_O"], w.tau, t["b_q"], t["b_k"],
-                              t["b_v"], t["b_o"], w.causal)
+    def f(Z):
+        return mha_forward(Z, t["W_Q"], t["W_K"], t["W_V"], t["W_O"], w.tau, t["b_q"], t["b_k"],
+                           t["b_v"], t["b_o"], w.causal)
+
     from torch.func import jacrev  # reverse mode, vectorised over outputs: fast for small L·d
     return jacrev(f)(X).detach().numpy()
 

@@ -1,6 +1,4 @@
 """numerics.attention: the float64 MHA, its Jacobian and the torch / nanoGPT adapters."""
-import math
-
 import numpy as np
 import pytest
 import torch

@@ -1,9 +1,7 @@
 """numerics.attention_bounds: certified θ_hi, the C9 local bound and the C10 global bound."""
 import math
-from fractions import Fraction as F
 
 import numpy as np
-import torch
 
 from numerics.attention import MHAWeights, mha, mha_jacobian
 from numerics.attention_bounds import c9_bound, c10_bound, theta_hi_row, theta_upper_topk
@@ -12,7 +10,9 @@ from numerics.theta import theta_exact
 
 
 def _w(rng, H=2, d=1, dk=1, scale=1.0, bias=False, causal=False):
-    g = lambda *s: rng.standard_normal(s) * scale
+    def g(*s):
+        return rng.standard_normal(s) * scale
+
     b = (lambda *s: rng.standard_normal(s)) if bias else (lambda *s: None)
     return MHAWeights(g(H, d, dk), g(H, d, dk), g(H, d, dk), g(H * dk, d), tau=1.0,
                       b_q=b(H, dk), b_k=b(H, dk), b_v=b(H, dk), b_o=b(d), causal=causal)

@@ -1,5 +1,4 @@
 """gpu_experiments.attention_bounds on a small random GPT from gpu_experiments.model."""
-import numpy as np
 import pytest
 import torch
 

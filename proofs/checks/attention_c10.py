@@ -23,7 +23,9 @@ from ._util import nanmax, refuted, verdict
 
 def _weights(seed: int, d: int = 4, H: int = 2, dk: int = 2, causal: bool = False) -> MHAWeights:
     rng = np.random.default_rng(seed)
-    g = lambda *sh: rng.standard_normal(sh) / math.sqrt(sh[-2])
+    def g(*sh):
+        return rng.standard_normal(sh) / math.sqrt(sh[-2])
+
     return MHAWeights(g(H, d, dk) * 1.5, g(H, d, dk) * 1.5, g(H, d, dk), g(H * dk, d), tau=math.sqrt(dk),
                       causal=causal, name=f"seed {seed}")
 
