@@ -8,7 +8,7 @@ Python API::
     r = certificates.probe(model, inputs)            # a loaded transformers model (eager attention)
     r.rows, r.layer, r.head, r.stack, r.kind, r.certificates
 
-The command line is ``python -m certificates certify|verify|report|probe`` (README.md).
+The command line is ``python -m certificates certify|verify|report|probe`` (docs/certificates.md).
 The API is imported on first use, so ``import certificates`` stays light and verify never
 loads the certify pipeline.
 """

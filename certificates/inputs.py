@@ -1,4 +1,4 @@
-"""Reading attention-row files (formats documented in README.md, "Certificates") and rejecting bad input.
+"""Reading attention-row files (formats documented in docs/certificates.md) and rejecting bad input.
 
 Every problem becomes an :class:`InputError` whose message is one line naming
 the file, the row (when there is one) and the problem; the command line turns
