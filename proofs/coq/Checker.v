@@ -57,6 +57,30 @@ Definition bal_top (h : seq Z) : Z := if h is x :: r then bal x r (sumZ r) else 
 Definition disc_lower (w : seq Z) (hd : seq bool) : Z :=
   bal_top (mask hd w) - sumZ (mask (map negb hd) w).
 
+(* The count (parity) lemma, with a hint J (a mask): if every atom of J is nonzero and at
+   most M = max w(J), every nonzero atom outside J is at least M, and 2|J| ≤ n + 1 for the
+   number n of nonzero atoms, then each split puts at least |J| nonzero atoms on one side,
+   that side weighs at least w(J), and |w(S) − w(Sᶜ)| ≥ 2·w(J) − T.  With J the (n + 1)/2
+   smallest atoms of an odd count this is certificates/verify.py's count_disc_lower(w, 0).
+   Any other J gives the bound 0 (no claim). *)
+Fixpoint cnt_ok (w : seq Z) (J : seq bool) (M : Z) : bool :=
+  match w, J with
+  | x :: w', j :: J' => (if j then (0 <? x) && (x <=? M) else (x <=? 0) || (M <=? x)) && cnt_ok w' J' M
+  | [::], [::] => true
+  | _, _ => false
+  end.
+Fixpoint nzZ (w : seq Z) (m : seq bool) : Z :=
+  match w, m with
+  | x :: w', b :: m' => (if b && (0 <? x) then 1 else 0) + nzZ w' m'
+  | _, _ => 0
+  end.
+Fixpoint cntZ (m : seq bool) : Z := if m is b :: m' then (if b then 1 else 0) + cntZ m' else 0.
+
+Definition count_lower (w : seq Z) (J : seq bool) : Z :=
+  let M := maxZ (mask J w) in
+  if cnt_ok w J M && (0 <=? M) && (2 * cntZ J <=? nzZ w (nseq (size w) true) + 1)
+  then 2 * sumZ (mask J w) - sumZ w else 0.
+
 (* A rational claim n/d, d > 0, as a pair (n, d). *)
 Definition qle (a b : Z * Z) : bool := a.1 * b.2 <=? b.1 * a.2.
 Definition qok (a : Z * Z) : bool := (0 <? a.2) && (0 <=? a.1) && (a.1 <=? a.2).
@@ -78,7 +102,7 @@ Definition regime_ok (reg : Z) (dominant : bool) (lo hi tol : Z * Z) : bool :=
           (tol.1 * (two48 - 1) * den <? wd * tol.2 * two48) && (den <? wd * two51)
    else false).
 
-Definition check_row (w : seq Z) (wit hd : seq bool) (lo hi glo ghi tol : Z * Z) (reg : Z) : bool :=
+Definition check_row (w : seq Z) (wit hd cj : seq bool) (lo hi glo ghi tol : Z * Z) (reg : Z) : bool :=
   let T := sumZ w in
   let A := sumZ (mask wit w) in
   let B := T - A in
@@ -91,7 +115,7 @@ Definition check_row (w : seq Z) (wit hd : seq bool) (lo hi glo ghi tol : Z * Z)
   regime_ok reg dominant lo hi tol &&
   (* upper bounds, when claimed: gap_lo ≤ d²/T² and 1 − d²/T² ≤ θ_hi *)
   (if (hi.1 <? hi.2) || (0 <? glo.1) then
-     let d := disc_lower w hd in
+     let d := Z.max (disc_lower w hd) (count_lower w cj) in
      (0 <=? d) && (glo.1 * T2 <=? d * d * glo.2) && ((T2 - d * d) * hi.2 <=? hi.1 * T2)
    else true).
 
@@ -171,6 +195,24 @@ have := @sdiff_le (mask (map negb hd) w) (mask (map negb hd) s) (all_nonneg_mask
 lia.
 Qed.
 
+Lemma count_main w J m M : all_nonneg w -> cnt_ok w J M -> size m = size w ->
+  sumZ (mask J w) + M * (nzZ w m - cntZ J) <= sumZ (mask m w).
+Proof.
+elim: w J m => [|x w IH] [|j J] [|b m] //; first by move=> _ _ _ /=; lia.
+cbn [all_nonneg cnt_ok size] => /andP[/Z.leb_le hx0 hw] /andP[hx hr] [hm].
+have := IH J m hw hr hm; move: hx.
+case: j; case: b; cbn [andb orb mask sumZ nzZ cntZ];
+  case: (Z.ltb_spec 0 x) => ?; case: (Z.leb_spec x M) => ?; case: (Z.leb_spec x 0) => ?;
+  case: (Z.leb_spec M x) => ?; cbn [andb orb] => // _; nia.
+Qed.
+
+Lemma nz_compl w m : size m = size w ->
+  nzZ w m + nzZ w (map negb m) = nzZ w (nseq (size w) true).
+Proof. by elim: w m => [|x w IH] [|b m] //= [hm]; rewrite -(IH m hm); case: b => /=; lia. Qed.
+
+Lemma sum_compl w m : size m = size w -> sumZ (mask m w) + sumZ (mask (map negb m) w) = sumZ w.
+Proof. by elim: w m => [|x w IH] [|b m] //= [hm]; rewrite -(IH m hm); case: b => /=; lia. Qed.
+
 (* The signed sum of a split: w(S) − w(Sᶜ) = 2·w(S) − T. *)
 Lemma sdiff_mask w s : size s = size w -> sdiff w s = sumZ (mask s w) + sumZ (mask s w) - sumZ w.
 Proof. by elim: w s => [|x w IH] [|b s] //= [hs]; rewrite IH //; case: b => /=; lia. Qed.
@@ -184,8 +226,23 @@ Lemma sq_le d D : 0 <= d -> d <= Z.abs D -> d * d <= D * D.
 Proof. move=> h0 h1; rewrite -Z.abs_square; nia. Qed.
 
 (* What a true verdict says, in Z. *)
-Lemma check_row_Z w wit hd lo hi glo ghi tol reg :
-  check_row w wit hd lo hi glo ghi tol reg = true ->
+Lemma count_lower_le w J s : all_nonneg w -> size s = size w -> count_lower w J <= Z.abs (sdiff w s).
+Proof.
+move=> hw hs; rewrite /count_lower; case: ifP => [|_]; last by lia.
+case/andP=> /andP[hok /Z.leb_le hM] /Z.leb_le hc.
+rewrite sdiff_mask //.
+have e1 := nz_compl hs; have e2 := sum_compl hs.
+have h1 := count_main hw hok hs.
+have h2 := count_main hw hok (etrans (size_map negb s) hs).
+set A := sumZ (mask s w) in e2 h1 *; set B := sumZ (mask (map negb s) w) in e2 h2 *.
+set c := cntZ J in hc h1 h2 *; set a := nzZ w s in e1 h1 *; set b := nzZ w (map negb s) in e1 h2 *.
+have [ha|hb] : c <= a \/ c <= b by lia.
+  by have := Z.mul_nonneg_nonneg _ _ hM (proj2 (Z.sub_nonneg _ _) ha); lia.
+by have := Z.mul_nonneg_nonneg _ _ hM (proj2 (Z.sub_nonneg _ _) hb); lia.
+Qed.
+
+Lemma check_row_Z w wit hd cj lo hi glo ghi tol reg :
+  check_row w wit hd cj lo hi glo ghi tol reg = true ->
   let T := sumZ w in let A := sumZ (mask wit w) in
   0 < T /\ size wit = size w /\ (0 < lo.2 /\ 0 < hi.2 /\ 0 < glo.2 /\ 0 < ghi.2) /\
   (0 <= hi.1 /\ glo.1 <= glo.2) /\
@@ -209,7 +266,8 @@ have [d [d0 hdisc hg hh]] : exists d, [/\ 0 <= d, forall m, size m = size w -> d
     gn * (T * T) <= d * d * gd & (T * T - d * d) * hd' <= hn * (T * T)].
   move: hup; case: ifP => [_ | /negbT].
     case/andP=> /andP[] /Z.leb_le ? /Z.leb_le ? /Z.leb_le ?.
-    by exists (disc_lower w hd); split=> // m hm; exact: disc_lower_le.
+    exists (Z.max (disc_lower w hd) (count_lower w cj)); split=> // m hm.
+    by apply: Z.max_lub; [exact: disc_lower_le | exact: count_lower_le].
   rewrite negb_or => /andP[] /negbTE /Z.ltb_ge ? /negbTE /Z.ltb_ge ? _.
   by exists 0; split; try nia.
 split; first lia. split; first by []. split; first lia. split; first lia.
@@ -334,8 +392,8 @@ move=> hT hm; have hT' : zR R (sumZ w) != 0 by rewrite gt_eqF // -(zR0 R) zR_lt.
 rewrite (split_valueZ hT hm) /svZ /gapZ !zRM !zRB !zRD zR4; field; exact: hT'.
 Qed.
 
-Theorem check_row_sound (w : seq Z) (wit hd : seq bool) (lo hi glo ghi tol : Z * Z) (reg : Z) :
-  check_row w wit hd lo hi glo ghi tol reg = true ->
+Theorem check_row_sound (w : seq Z) (wit hd cj : seq bool) (lo hi glo ghi tol : Z * Z) (reg : Z) :
+  check_row w wit hd cj lo hi glo ghi tol reg = true ->
   let p := fun i : 'I_(size w) => zR R (nth Z0 w i) / zR R (sumZ w) in
   qR lo <= theta p <= qR hi /\ qR glo <= 1 - theta p <= qR ghi.
 Proof.
