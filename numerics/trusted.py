@@ -201,8 +201,9 @@ def first_index_of_max(xb, mb):
 
 @numba.njit(cache=True, inline="always")
 def up(x):
-    """A float ≥ the float after x: # I6: |x|·2⁻⁵² + 2⁻¹⁰⁷⁴ ≥ one ulp of x, rounding is
-    monotone; so up(fl(z)) ≥ z for the exact value z of any one rounded operation."""
+    """A float ≥ the float after x (at most two ulps above x; three just above the
+    subnormal range).  # I6: |x|·2⁻⁵² + 2⁻¹⁰⁷⁴ ≥ one ulp of x and rounding is monotone, so
+    up(fl(z)) ≥ z for the exact value z of any one rounded operation."""
     return x + (abs(x) * 2.0 ** -52 + 2.0 ** -1074)
 
 
