@@ -66,6 +66,9 @@ def build_parser(probe=None):
     v.add_argument("--inputs", nargs="+", metavar="DIR", default=[],
                    help="folders to search (recursively, by file name and sha256) for inputs that were moved")
     v.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines on stderr")
+    v.add_argument("--checker", choices=["python", "coq"], default="python",
+                   help="python (default): the exact Python replay; coq: that replay and, for every row, the "
+                        "checker proved in Coq (proofs/coq/Checker.v, extracted; docs/checker.md), both must accept")
     r = sub.add_parser("report", help="Markdown/HTML/PNG report over certificate folders")
     r.add_argument("dirs", nargs="+", metavar="OUTDIR", help="certificate folders written by certify")
     r.add_argument("-o", "--out", required=True, metavar="REPORTDIR",
@@ -121,6 +124,11 @@ def _dispatch(a) -> int:
             return 0
         if a.cmd == "verify":
             from .verify import run_verify
+            if a.checker == "coq":
+                from .coq_checker import require_binary, run_coq_check
+                require_binary()               # a missing program is an error before any work
+                bad = run_verify(a.outdir, progress=not a.no_progress, search=a.inputs)
+                return 1 if run_coq_check(a.outdir, search=a.inputs) + bad else 0
             return 1 if run_verify(a.outdir, progress=not a.no_progress, search=a.inputs) else 0
         if a.cmd == "report":
             from .report import write_report
