@@ -392,7 +392,7 @@ move=> hT hm; have hT' : zR R (sumZ w) != 0 by rewrite gt_eqF // -(zR0 R) zR_lt.
 rewrite (split_valueZ hT hm) /svZ /gapZ !zRM !zRB !zRD zR4; field; exact: hT'.
 Qed.
 
-Theorem check_row_sound (w : seq Z) (wit hd cj : seq bool) (lo hi glo ghi tol : Z * Z) (reg : Z) :
+Lemma check_row_sound_size (w : seq Z) (wit hd cj : seq bool) (lo hi glo ghi tol : Z * Z) (reg : Z) :
   check_row w wit hd cj lo hi glo ghi tol reg = true ->
   let p := fun i : 'I_(size w) => zR R (nth Z0 w i) / zR R (sumZ w) in
   qR lo <= theta p <= qR hi /\ qR glo <= 1 - theta p <= qR ghi.
@@ -424,5 +424,12 @@ have hgap_hi : 1 - theta p <= qR ghi.
 split; apply/andP; split => //.
 by rewrite ler_subr_addl -ler_subr_addr.
 Qed.
+
+(* The same for rows of a given length L (the form Spec.v pins). *)
+Theorem check_row_sound (L : nat) (w : seq Z) (wit hd cj : seq bool) (lo hi glo ghi tol : Z * Z) (reg : Z) :
+  size w = L -> check_row w wit hd cj lo hi glo ghi tol reg = true ->
+  let p := fun i : 'I_L => zR R (nth Z0 w i) / zR R (sumZ w) in
+  qR lo <= theta p <= qR hi /\ qR glo <= 1 - theta p <= qR ghi.
+Proof. by move=> hL; subst L; exact: check_row_sound_size. Qed.
 
 End Sound.

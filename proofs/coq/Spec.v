@@ -76,11 +76,11 @@ Theorem C7_delta : forall (R : realFieldType) (L : nat) (p : 'I_L -> R),
   distribution p -> theta p = 1 - delta p ^+ 2.
 Proof. exact (@C7.C7_delta). Qed.
 
-(** C7: the certificate checker (Checker.v, extracted to OCaml for `verify --checker coq`): for a row of integer weights w_i ≥ 0, claims given as integer pairs n/d, a witness mask and two search hints (any hints are sound), check_row = true ⇒ θ_lo ≤ θ(w/Σw) ≤ θ_hi and gap_lo ≤ 1 − θ(w/Σw) ≤ gap_hi *)
-Theorem check_row_sound : forall (R : realFieldType) (w : seq BinNums.Z) (wit hd cj : seq bool)
+(** C7: the certificate checker (Checker.v, extracted to OCaml for `verify --checker coq`): for a row of L integer weights w_i ≥ 0, claims given as integer pairs n/d, a witness mask and two search hints (any hints are sound), check_row = true ⇒ θ_lo ≤ θ(w/Σw) ≤ θ_hi and gap_lo ≤ 1 − θ(w/Σw) ≤ gap_hi *)
+Theorem check_row_sound : forall (R : realFieldType) (L : nat) (w : seq BinNums.Z) (wit hd cj : seq bool)
   (lo hi glo ghi tol : BinNums.Z * BinNums.Z) (reg : BinNums.Z),
-  Checker.check_row w wit hd cj lo hi glo ghi tol reg = true ->
-  let p := fun i : 'I_(size w) => ((ssrZ.int_of_Z (nth BinNums.Z0 w i))%:~R / (ssrZ.int_of_Z (Checker.sumZ w))%:~R : R) in
+  size w = L -> Checker.check_row w wit hd cj lo hi glo ghi tol reg = true ->
+  let p := fun i : 'I_L => ((ssrZ.int_of_Z (nth BinNums.Z0 w i))%:~R / (ssrZ.int_of_Z (Checker.sumZ w))%:~R : R) in
   let q := fun a : BinNums.Z * BinNums.Z => ((ssrZ.int_of_Z a.1)%:~R / (ssrZ.int_of_Z a.2)%:~R : R) in
   q lo <= theta p <= q hi /\ q glo <= 1 - theta p <= q ghi.
 Proof. exact (@Checker.check_row_sound). Qed.
