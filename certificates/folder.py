@@ -17,6 +17,12 @@ CLOSE_FLOOR = 2.0 ** -50
 TOPK = 12               # top-K lemma: 2^(K−1) sign patterns per open row (verify replays this K)
 EXACT_MAX_ATOMS = 24    # rows with at most this many nonzero atoms go to the exact solver
 
+
+def close_width(tolerance: float) -> float:
+    """The width up to which a row is closed: max(tolerance, CLOSE_FLOOR) (docs/soundness.md, I10)."""
+    return max(float(tolerance), CLOSE_FLOOR)
+
+
 # certificates.npz: exactly these members (each "<name>.npy"), per row; witness is (rows, ⌈L_max/8⌉)
 CERT_DTYPES = {"theta_lo": "float64", "theta_hi": "float64", "gap_lo": "float64", "gap_hi": "float64",
                "p_max": "float64", "regime": "int8", "witness": "uint8", "row_sum": "float64"}

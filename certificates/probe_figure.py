@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .folder import CERT_DTYPES, CLOSE_FLOOR, read_arrays
+from .folder import CERT_DTYPES, close_width, read_arrays
 from .readers import npz_members
 
 SPLIT_KEYS = ("stack", "kind")      # one grid per combination of these, when the rows carry them
@@ -27,7 +27,7 @@ SPLIT_KEYS = ("stack", "kind")      # one grid per combination of these, when th
 
 def _tolerance(cert_dir: Path) -> float:
     tol = json.loads((cert_dir / "summary.json").read_text()).get("tolerance", 0.0)
-    return max(float(tol), CLOSE_FLOOR)
+    return close_width(tol)
 
 
 def absent(vals: np.ndarray) -> np.ndarray:

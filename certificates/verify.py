@@ -359,7 +359,7 @@ def _replay_chunk(R, cert, a, tol, K, problems):
     col = {k: np.ascontiguousarray(cert[k][a:b]) for k in NEED if k != "witness"}
     ok = np.zeros(n, np.int8)
     fast_rows(R, masks, col["theta_lo"], col["theta_hi"], col["gap_lo"], col["gap_hi"], col["p_max"],
-              col["row_sum"], col["regime"], float(max(tol, CLOSE_FLOOR)), K, ok)
+              col["row_sum"], col["regime"], fmt.close_width(float(tol)), K, ok)
     for i in np.flatnonzero(ok == 0):
         rec = {k: float(col[k][i]) for k in NEED if k not in ("witness", "regime")}
         rec["regime"] = int(col["regime"][i])
