@@ -42,13 +42,15 @@ def down(x):
 
 
 def frac_down(f: Fraction) -> float:
-    """The largest float64 ≤ the rational f (rounding toward −∞)."""
+    """The largest float64 ≤ the rational f (rounding toward −∞).
+    # I12 (docs/soundness.md): float(Fraction) is correctly rounded, so one step down when
+    # it landed above f gives the largest float ≤ f."""
     x = float(f)
     return float(down(x)) if Fraction(x) > f else x
 
 
 def frac_up(f: Fraction) -> float:
-    """The smallest float64 ≥ the rational f (rounding toward +∞)."""
+    """The smallest float64 ≥ the rational f (rounding toward +∞).  # I12, mirrored."""
     x = float(f)
     return float(up(x)) if Fraction(x) < f else x
 
