@@ -1,4 +1,4 @@
-"""Coq checks (tier "coq"): C2–C8 proved for every L over any realFieldType, C1 over any realType.
+"""Coq checks (tier "coq"): C2–C8 proved for every L over any realFieldType.
 
 The development is proofs/coq/ (files in _CoqProject order).  Its statements are
 pinned by proofs/coq/Spec.v: every theorem the dashboard shows is stated there,
@@ -15,8 +15,7 @@ theorem.  A check passes only if everything compiled, Spec.v has the pinned
 shape, no forbidden word (``Admitted``, ``Axiom``, ``Hypothesis``, ``Context``, a
 section ``Variable`` over anything but the carrier types ``realFieldType`` and
 ``nat``, ...) occurs outside comments, and Coq prints "Closed under the global
-context" for each theorem, or names exactly the axioms ALLOWED_AXIOMS lists for it (C1's
-theorems, over a realType: the three classical axioms mathcomp-analysis assumes).
+context" for each theorem, or names only axioms on ALLOWED_AXIOMS (empty).
 
 Negative controls (proofs/coq/controls/): per wrong variant, a proof attempt
 (the real proof script) that must fail, with coqc's error located inside the
@@ -46,19 +45,14 @@ ROOT = Path(__file__).resolve().parents[2]
 COQ_DIR = ROOT / "proofs" / "coq"
 SPEC = "Spec.v"
 INSTALL = ("apt-get update && apt-get install -y coq libcoq-mathcomp-algebra "
-           "libcoq-mathcomp-algebra-tactics libcoq-mathcomp-analysis")
+           "libcoq-mathcomp-algebra-tactics")
 NOT_FOUND = f"coqc not found; install: {INSTALL}"
 LOGICAL = "AttnSens"
 CLOSED = "Closed under the global context"
 COMPILE_TIMEOUT = 600  # seconds per file; a timeout is a failure
 SCOPE = "every L ≥ 1, any realFieldType (Coq 8.16, MathComp 1.15)"
-ANALYSIS_SCOPE = "every L ≥ 1, τ > 0, any realType (Coq 8.16, mathcomp-analysis 0.6.0)"
-LN_SCOPE = "every width d, any realFieldType (Coq 8.16, MathComp 1.15)"
 CLAIM_SCOPES = {
-    "C1": ANALYSIS_SCOPE + ": the derivative of u ↦ softmax(u/τ) along every direction v is C(p)v/τ, "
-                           "p = softmax(u/τ); softmax(z) ∈ Δ_L",
-    "C2": SCOPE + ": C2 (a) box bound, (b) attained at a sign vector, ‖C‖∞→1 = θ; and, over any "
-                  "realType with C1, the same for the softmax Jacobian itself (‖J‖∞→1 = θ(p)/τ)",
+    "C2": SCOPE + ": C2 (a) box bound, (b) attained at a sign vector, ‖C‖∞→1 = θ",
     "C3": SCOPE + ": θ(uniform) = 1 (even L), 1 − 1/L² (odd L)",
     "C4": SCOPE + ": p_i ≥ 1/2 ⇒ θ = 4p_i(1 − p_i)",
     "C5": SCOPE + ": θ ≥ 4p_i(1 − p_i) for every i; θ ≥ 4m(1 − m) and θ ≥ 1 − m² for m = p_max",
@@ -66,42 +60,21 @@ CLAIM_SCOPES = {
     "C7": SCOPE + ": θ(x/(a + b)) ≥ 4ab/(a + b)² for any S; θ = 1 − δ²; the certificate checker "
                   "Checker.check_row is sound (check_row_sound)",
     "C8": SCOPE + ", every width d: row-stochastic P gives ‖(PV)_i‖₂² ≤ max_j ‖v_j‖₂² (‖PV‖_B ≤ ‖V‖_B)",
-    "C11": LN_SCOPE + ": for the closed form J_LN (the definition; not proved to be the derivative): "
-                      "J_LN 1 = 0; (1/γ)ᵀ J_LN = 0; rank d − 1 (eps > 0), d − 2 (eps = 0, x not constant); "
-                      "J_LN c = 0 iff eps = 0",
-    "C12": LN_SCOPE + ", every L: J_pre = I + J_F J_LN (the chain rule as the definition) fixes a ⊗ 1 "
-                      "for any linear J_F",
-    "C13": LN_SCOPE + ", every L: e_t ⊗ 1/γ is a left null vector of J_post = J_LN(I + J_F) for any J_F, "
-                      "so ‖(J_post − I)W‖ ≥ ‖W‖ ≠ 0 (‖J_post − I‖₂ ≥ 1)",
 }
 
-# Axioms a Spec theorem (or a control's refutation) may rely on: theorem name -> the axiom names
-# exactly as Print Assumptions prints them.  Every other theorem must be closed; an axiom not listed
-# fails the check, and so does a listed one that is not printed (a stale entry would mislabel the
-# dashboard, which shows the entry next to the theorem).  mathcomp-analysis (expR, limits,
-# derivatives) assumes these three in mathcomp.classical.boolp; nothing else is allowed.
-ANALYSIS_AXIOMS = ("boolp.propositional_extensionality", "boolp.functional_extensionality_dep",
-                   "boolp.constructive_indefinite_description")
-ALLOWED_AXIOMS: dict[str, tuple[str, ...]] = {
-    "C1_directional": ANALYSIS_AXIOMS,
-    "softmax_distribution": ANALYSIS_AXIOMS,
-    "C2_jacobian": ANALYSIS_AXIOMS,
-    "C1_notau_refuted": ANALYSIS_AXIOMS,
-}
+# Axioms a Spec theorem may rely on (Spec theorem name -> axiom names as Print Assumptions prints
+# them).  Empty: every theorem is closed.  An entry is shown next to the theorem on the dashboard.
+ALLOWED_AXIOMS: dict[str, tuple[str, ...]] = {}
 
 # Section variables are allowed only over these carrier types: an inhabited type with no
 # propositional content cannot smuggle a premise, and every Spec statement must bind them.
-SECTION_TYPES = ("realFieldType", "realType", "nat")
+SECTION_TYPES = ("realFieldType", "nat")
 # What Spec.v may import with Import (the development's theorem files are loaded with Require only).
-SPEC_IMPORTS = ("Theta", "Softmax")
-SPEC_OPEN_IMPORTS = ("Order.TTheory", "GRing.Theory", "Num.Theory",
-                     "numFieldTopology.Exports", "numFieldNormedType.Exports")
+SPEC_IMPORTS = ("Theta",)
+SPEC_OPEN_IMPORTS = ("Order.TTheory", "GRing.Theory", "Num.Theory")
 
 # control id -> (claim, control file, wrong theorem, refutation file, refuting theorem, what is wrong)
 CONTROLS = {
-    "C1": ("C1", "C1_notau.v", "C1_notau_wrong", "C1_notau_refuted.v", "C1_notau_refuted",
-           "derivative C(p)v without the 1/τ; refuted in every realType at L = 2, u = 0, v = e₀ "
-           "(τ = 2 and τ = 1 give one function two derivatives)"),
     "C2": ("C2", "C2_half.v", "C2_half_wrong", "C2_half_refuted.v", "C2_half_refuted",
            "‖C(p)x‖₁ ≤ θ(p)/2; refuted at p = (1/2, 1/2)"),
     "C3": ("C3", "C3_swapped.v", "C3_swapped_wrong", "C3_swapped_refuted.v", "C3_swapped_refuted",
@@ -121,17 +94,6 @@ CONTROLS = {
                    "the certificate checker with θ_lo·T ≤ 4AB (T for T²); refuted at the row (1, 3), θ_lo = 1"),
     "C8": ("C8", "C8_frobenius.v", "C8_frobenius_wrong", "C8_frobenius_refuted.v", "C8_frobenius_refuted",
            "‖PV‖_F² ≤ ‖V‖_F² (Frobenius); refuted at P = [[1, 0], [1, 0]], V = [[1], [0]]"),
-    "C11_gamma": ("C11", "C11_gamma.v", "C11_gamma_wrong", "C11_gamma_refuted.v", "C11_gamma_refuted",
-                  "J_LN γ = 0 (γ for 1); refuted at d = 2, x = (0, 2), γ = (1, 2), eps = 3, s = 2"),
-    "C11_rank": ("C11", "C11_rank.v", "C11_rank_wrong", "C11_rank_refuted.v", "C11_rank_refuted",
-                 "rank d − 2 also for eps > 0; refuted at d = 2, x = (0, 2), γ = (1, 1), eps = 3, s = 2"),
-    "C12": ("C12", "C12_noid.v", "C12_noid_wrong", "C12_noid_refuted.v", "C12_noid_refuted",
-            "J_F J_LN (a ⊗ 1) = a ⊗ 1 (no identity path); refuted at L = d = 1, J_F = I, a = 1"),
-    "C13_gamma": ("C13", "C13_gamma.v", "C13_gamma_wrong", "C13_gamma_refuted.v", "C13_gamma_refuted",
-                  "e_t ⊗ γ (γ for 1/γ) left null for J_post; refuted at L = 1, d = 2, y = (0, 2), "
-                  "γ = (1, 2), eps = 3, J_F = 0"),
-    "C13_pre": ("C13", "C13_pre.v", "C13_pre_wrong", "C13_pre_refuted.v", "C13_pre_refuted",
-                "e_t ⊗ 1/γ left null also for pre-LN J_pre; refuted at L = d = 1, γ = 1, J_F = I"),
 }
 
 _FORBIDDEN = re.compile(r"\b(Admitted|admit|Admit|Axiom|Axioms|Parameter|Parameters|Conjecture|Hypothesis|"
@@ -424,18 +386,12 @@ def _main_assumptions(src: Path) -> dict[str, str]:
 
 
 def assumption_problems(name: str, text: str) -> list[str]:
-    """Why a theorem's Print Assumptions output is not acceptable (empty when it is): it must
-    name exactly the axioms ALLOWED_AXIOMS lists for ``name`` (none: "Closed under the global
-    context")."""
+    """Why a Spec theorem's Print Assumptions output is not acceptable (empty when it is)."""
     axioms = assumption_names(text)
     if axioms is None:
         return [f"Print Assumptions {name}: {text!r}"]
-    allowed = ALLOWED_AXIOMS.get(name, ())
-    extra = [a for a in axioms if a not in allowed]
-    stale = [a for a in allowed if a not in axioms]
-    return ([f"Print Assumptions {name}: axiom {a} is not on the allow-list" for a in extra]
-            + [f"Print Assumptions {name}: the allow-list names {a}, which it does not print "
-               "(a stale entry would mislabel the dashboard)" for a in stale])
+    extra = [a for a in axioms if a not in ALLOWED_AXIOMS.get(name, ())]
+    return [f"Print Assumptions {name}: axiom {a} is not on the allow-list" for a in extra]
 
 
 def verify_claim(claim: str, src: Path = COQ_DIR) -> Evidence:
@@ -465,19 +421,16 @@ def verify_claim(claim: str, src: Path = COQ_DIR) -> Evidence:
             problems += assumption_problems(n, t)
     if problems:
         return Evidence("fail", scope, numbers=nums, detail="; ".join(problems))
-    used = {n: list(ALLOWED_AXIOMS[n]) for n in names if ALLOWED_AXIOMS.get(n)}
-    closed = [n for n in names if n not in used]
+    used = {n: ALLOWED_AXIOMS[n] for n in names if ALLOWED_AXIOMS.get(n) and nums["print_assumptions"][n] != CLOSED}
     return Evidence("pass", scope, numbers=nums,
-                    detail=f"{', '.join(names)}: pinned by {SPEC}; Print Assumptions: "
-                    + "; ".join(([f"{', '.join(closed)}: {CLOSED}"] if closed else [])
-                                + [f"{n}: only the allowed axioms {', '.join(a)}" for n, a in used.items()]))
+                    detail=f"{', '.join(names)}: pinned by {SPEC}; {CLOSED} (Print Assumptions)"
+                    + (f"; allowed axioms {used}" if used else ""))
 
 
 def refute_claim(control: str, src: Path = COQ_DIR) -> Evidence:
     """Negative control: the wrong variant's proof fails inside its theorem, and its
-    refutation compiles with no assumptions (or exactly those ALLOWED_AXIOMS lists for the
-    refuting theorem).  Anything else (no coqc, a broken development, an error elsewhere) is
-    not a pass."""
+    refutation compiles with no assumptions.  Anything else (no coqc, a broken
+    development, an error elsewhere) is not a pass."""
     _, attempt, wrong, refutation, refuter, what = CONTROLS[control]
     scope = f"wrong variant: {what}"
     if coqc() is None:
@@ -503,18 +456,10 @@ def refute_claim(control: str, src: Path = COQ_DIR) -> Evidence:
     pa = assumptions(b, (refuter,), header)[refuter]
     nums["print_assumptions"] = {refuter: pa}
     forbidden = scan((b.workdir / refutation).read_text())[0]
-    bad = assumption_problems(refuter, pa)
-    if bad or forbidden:
-        return Evidence("fail", scope, numbers=nums, detail=f"{refuter}: {'; '.join(bad)} {forbidden}")
-    axioms = ALLOWED_AXIOMS.get(refuter)
+    if pa != CLOSED or forbidden:
+        return Evidence("fail", scope, numbers=nums, detail=f"{refuter}: {pa!r} {forbidden}")
     return Evidence("pass", scope, numbers=nums,
-                    detail=f"{wrong} fails at line {nums['error_line']} ({attempt}); {refuter} proved, "
-                    + (f"only the allowed axioms {', '.join(axioms)}" if axioms else CLOSED))
-
-
-@check("C1", "coq", scope=CLAIM_SCOPES["C1"], tier="coq")
-def c1_coq(tier):
-    return verify_claim("C1")
+                    detail=f"{wrong} fails at line {nums['error_line']} ({attempt}); {refuter} proved, {CLOSED}")
 
 
 @check("C2", "coq", scope=CLAIM_SCOPES["C2"], tier="coq")
@@ -550,27 +495,6 @@ def c7_coq(tier):
 @check("C8", "coq", scope=CLAIM_SCOPES["C8"], tier="coq")
 def c8_coq(tier):
     return verify_claim("C8")
-
-
-@check("C11", "coq", scope=CLAIM_SCOPES["C11"], tier="coq")
-def c11_coq(tier):
-    return verify_claim("C11")
-
-
-@check("C12", "coq", scope=CLAIM_SCOPES["C12"], tier="coq")
-def c12_coq(tier):
-    return verify_claim("C12")
-
-
-@check("C13", "coq", scope=CLAIM_SCOPES["C13"], tier="coq")
-def c13_coq(tier):
-    return verify_claim("C13")
-
-
-@check("C1", "coq", negative_control=True, guards=("c1_coq",), tier="coq",
-       scope="Coq: the softmax derivative C(p)v without the 1/τ must fail to prove and is refuted in every realType")
-def c1_coq_negative(tier):
-    return refute_claim("C1")
 
 
 @check("C2", "coq", negative_control=True, guards=("c2_coq",), tier="coq",
@@ -669,36 +593,6 @@ def c7_coq_checker_extracted(tier):
        scope="Coq: the Frobenius version ‖PV‖_F ≤ ‖V‖_F must fail to prove and is refuted at P = [[1, 0], [1, 0]], V = [[1], [0]]")
 def c8_coq_negative(tier):
     return refute_claim("C8")
-
-
-@check("C11", "coq", negative_control=True, guards=("c11_coq",), tier="coq",
-       scope="Coq: J_LN γ = 0 (γ in place of 1) must fail to prove and is refuted at d = 2")
-def c11_coq_negative_gamma(tier):
-    return refute_claim("C11_gamma")
-
-
-@check("C11", "coq", negative_control=True, guards=("c11_coq",), tier="coq",
-       scope="Coq: rank J_LN = d − 2 with eps > 0 must fail to prove and is refuted at d = 2, eps = 3")
-def c11_coq_negative_rank(tier):
-    return refute_claim("C11_rank")
-
-
-@check("C12", "coq", negative_control=True, guards=("c12_coq",), tier="coq",
-       scope="Coq: the pre-LN Jacobian without I fixing a ⊗ 1 must fail to prove and is refuted at L = d = 1")
-def c12_coq_negative(tier):
-    return refute_claim("C12")
-
-
-@check("C13", "coq", negative_control=True, guards=("c13_coq",), tier="coq",
-       scope="Coq: e_t ⊗ γ as J_post's left null vector must fail to prove and is refuted at L = 1, d = 2")
-def c13_coq_negative_gamma(tier):
-    return refute_claim("C13_gamma")
-
-
-@check("C13", "coq", negative_control=True, guards=("c13_coq",), tier="coq",
-       scope="Coq: e_t ⊗ 1/γ as a left null vector of the pre-LN J_pre must fail to prove and is refuted at L = d = 1")
-def c13_coq_negative_pre(tier):
-    return refute_claim("C13_pre")
 
 
 def coq_theorems(src: Path = COQ_DIR) -> list[dict]:
