@@ -107,13 +107,21 @@ for _c in [
     Claim("C11", "LayerNorm Jacobian structure",
           "J_LN(x) = (1/s) diag(γ)(Π − α ĉĉᵀ) with α = σ²/(σ² + eps); J_LN 1 = 0, (1/γ)ᵀ J_LN = 0, "
           "rank d − 2 when eps = 0 and d − 1 when eps > 0, and J_LN c = 0 only when eps = 0.",
+          notes="In Coq (every width d) the closed form is the definition of J_LN, with s any nonzero "
+                "number (s = √(σ² + eps) for LayerNorm) and the rank d − 2 for x not constant; that "
+                "the closed form is LayerNorm's derivative is checked by sympy.diff and autograd.",
           group=_NORM),
     Claim("C12", "Pre-LN residual Jacobian has an additive identity",
           "For a pre-LN sublayer x ↦ x + F(LN x), J_pre = I + J_F(LN x) J_LN(x), and J_pre 1 = 1 "
-          "for each token.", uses=("C11",), group=_NORM),
+          "for each token.", uses=("C11",), group=_NORM,
+          notes="In Coq (every L and d) J_pre V = V + J_F(J_LN V) is the definition (the chain rule), "
+                "for any linear J_F; the theorem is that it fixes every per-token constant a ⊗ 1."),
     Claim("C13", "Post-LN residual Jacobian has no additive identity",
           "For a post-LN sublayer x ↦ LN(x + F(x)), J_post = J_LN(y)(I + J_F(x)) has the left "
-          "kernel vector 1/γ per token, hence ‖J_post − I‖₂ ≥ 1.", uses=("C11",), group=_NORM),
+          "kernel vector 1/γ per token, hence ‖J_post − I‖₂ ≥ 1.", uses=("C11",), group=_NORM,
+          notes="In Coq (every L and d) J_post V = J_LN(y)(V + J_F V) is the definition (the chain "
+                "rule), for any map J_F; W = e_t ⊗ 1/γ satisfies ⟨W, J_post V⟩ = 0 for every V and "
+                "‖(J_post − I)W‖² ≥ ‖W‖² > 0. A negative control shows W is not left null for pre-LN."),
     Claim("C14", "LayerNorm projection lemma",
           "‖J_LN(z)‖₂ ≤ ‖γ‖_∞/√(σ(z)² + eps).  Equality holds exactly when some nonzero v "
           "supported where |γ| is largest is orthogonal to both 1 and the centred input c; a "

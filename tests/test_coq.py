@@ -20,7 +20,8 @@ needs_coq = pytest.mark.skipif(coq.coqc() is None, reason=coq.NOT_FOUND)
 
 def test_theorem_table_points_at_spec_lines_and_proofs():
     thms = coq.coq_theorems()
-    assert {t["claim"] for t in thms} == set(coq.CLAIM_SCOPES) == {"C2", "C3", "C4", "C5", "C6", "C7", "C8"}
+    assert {t["claim"] for t in thms} == set(coq.CLAIM_SCOPES) == {"C2", "C3", "C4", "C5", "C6", "C7", "C8",
+                                                                   "C11", "C12", "C13"}
     for t in thms:
         assert t["file"] == "proofs/coq/Spec.v" and t["statement"]
         line = (ROOT / t["file"]).read_text().splitlines()[t["line"] - 1]
@@ -32,7 +33,8 @@ def test_spec_is_in_the_pinned_shape():
     assert coq.spec_problems() == []
     assert coq.sources()[-1] == coq.SPEC
     for t in coq.spec_theorems():
-        assert t.statement.startswith("forall (R : realFieldType) (L : nat)"), t
+        assert t.statement.startswith(("forall (R : realFieldType) (L : nat)", "forall (R : realFieldType) (d : nat)",
+                                       "forall (R : realFieldType) (L d : nat)")), t
 
 
 def _spec_copy(tmp_path: Path) -> Path:
@@ -112,8 +114,9 @@ def test_without_coqc_every_coq_check_skips(monkeypatch):
     load_all()
     monkeypatch.setattr(coq, "coqc", lambda: None)
     mine = [c for c in CHECKS if c.method == "coq"]
-    # c2…c8_coq and the cross-check; a negative control per CONTROLS entry and the cross-check's.
-    assert len(mine) == len(coq.CLAIM_SCOPES) + 1 + len(coq.CONTROLS) + 1 == 17
+    # c2…c8_coq, c11…c13_coq and the cross-check; a negative control per CONTROLS entry and the
+    # cross-check's.
+    assert len(mine) == len(coq.CLAIM_SCOPES) + 1 + len(coq.CONTROLS) + 1 == 26
     assert all(c.tier == "coq" for c in mine)
     for c in mine:
         ev = c.run("coq")

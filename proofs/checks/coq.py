@@ -51,6 +51,7 @@ LOGICAL = "AttnSens"
 CLOSED = "Closed under the global context"
 COMPILE_TIMEOUT = 600  # seconds per file; a timeout is a failure
 SCOPE = "every L ≥ 1, any realFieldType (Coq 8.16, MathComp 1.15)"
+LN_SCOPE = "every width d, any realFieldType (Coq 8.16, MathComp 1.15)"
 CLAIM_SCOPES = {
     "C2": SCOPE + ": C2 (a) box bound, (b) attained at a sign vector, ‖C‖∞→1 = θ",
     "C3": SCOPE + ": θ(uniform) = 1 (even L), 1 − 1/L² (odd L)",
@@ -60,6 +61,13 @@ CLAIM_SCOPES = {
     "C7": SCOPE + ": θ(x/(a + b)) ≥ 4ab/(a + b)² for any S; θ = 1 − δ²; the certificate checker "
                   "Checker.check_row is sound (check_row_sound)",
     "C8": SCOPE + ", every width d: row-stochastic P gives ‖(PV)_i‖₂² ≤ max_j ‖v_j‖₂² (‖PV‖_B ≤ ‖V‖_B)",
+    "C11": LN_SCOPE + ": for the closed form J_LN (the definition; not proved to be the derivative): "
+                      "J_LN 1 = 0; (1/γ)ᵀ J_LN = 0; rank d − 1 (eps > 0), d − 2 (eps = 0, x not constant); "
+                      "J_LN c = 0 iff eps = 0",
+    "C12": LN_SCOPE + ", every L: J_pre = I + J_F J_LN (the chain rule as the definition) fixes a ⊗ 1 "
+                      "for any linear J_F",
+    "C13": LN_SCOPE + ", every L: e_t ⊗ 1/γ is a left null vector of J_post = J_LN(I + J_F) for any J_F, "
+                      "so ‖(J_post − I)W‖ ≥ ‖W‖ ≠ 0 (‖J_post − I‖₂ ≥ 1)",
 }
 
 # Axioms a Spec theorem may rely on (Spec theorem name -> axiom names as Print Assumptions prints
@@ -94,6 +102,17 @@ CONTROLS = {
                    "the certificate checker with θ_lo·T ≤ 4AB (T for T²); refuted at the row (1, 3), θ_lo = 1"),
     "C8": ("C8", "C8_frobenius.v", "C8_frobenius_wrong", "C8_frobenius_refuted.v", "C8_frobenius_refuted",
            "‖PV‖_F² ≤ ‖V‖_F² (Frobenius); refuted at P = [[1, 0], [1, 0]], V = [[1], [0]]"),
+    "C11_gamma": ("C11", "C11_gamma.v", "C11_gamma_wrong", "C11_gamma_refuted.v", "C11_gamma_refuted",
+                  "J_LN γ = 0 (γ for 1); refuted at d = 2, x = (0, 2), γ = (1, 2), eps = 3, s = 2"),
+    "C11_rank": ("C11", "C11_rank.v", "C11_rank_wrong", "C11_rank_refuted.v", "C11_rank_refuted",
+                 "rank d − 2 also for eps > 0; refuted at d = 2, x = (0, 2), γ = (1, 1), eps = 3, s = 2"),
+    "C12": ("C12", "C12_noid.v", "C12_noid_wrong", "C12_noid_refuted.v", "C12_noid_refuted",
+            "J_F J_LN (a ⊗ 1) = a ⊗ 1 (no identity path); refuted at L = d = 1, J_F = I, a = 1"),
+    "C13_gamma": ("C13", "C13_gamma.v", "C13_gamma_wrong", "C13_gamma_refuted.v", "C13_gamma_refuted",
+                  "e_t ⊗ γ (γ for 1/γ) left null for J_post; refuted at L = 1, d = 2, y = (0, 2), "
+                  "γ = (1, 2), eps = 3, J_F = 0"),
+    "C13_pre": ("C13", "C13_pre.v", "C13_pre_wrong", "C13_pre_refuted.v", "C13_pre_refuted",
+                "e_t ⊗ 1/γ left null also for pre-LN J_pre; refuted at L = d = 1, γ = 1, J_F = I"),
 }
 
 _FORBIDDEN = re.compile(r"\b(Admitted|admit|Admit|Axiom|Axioms|Parameter|Parameters|Conjecture|Hypothesis|"
@@ -497,6 +516,21 @@ def c8_coq(tier):
     return verify_claim("C8")
 
 
+@check("C11", "coq", scope=CLAIM_SCOPES["C11"], tier="coq")
+def c11_coq(tier):
+    return verify_claim("C11")
+
+
+@check("C12", "coq", scope=CLAIM_SCOPES["C12"], tier="coq")
+def c12_coq(tier):
+    return verify_claim("C12")
+
+
+@check("C13", "coq", scope=CLAIM_SCOPES["C13"], tier="coq")
+def c13_coq(tier):
+    return verify_claim("C13")
+
+
 @check("C2", "coq", negative_control=True, guards=("c2_coq",), tier="coq",
        scope="Coq: ‖C(p)x‖₁ ≤ θ(p)/2 must fail to prove and is refuted at p = (1/2, 1/2)")
 def c2_coq_negative(tier):
@@ -593,6 +627,36 @@ def c7_coq_checker_extracted(tier):
        scope="Coq: the Frobenius version ‖PV‖_F ≤ ‖V‖_F must fail to prove and is refuted at P = [[1, 0], [1, 0]], V = [[1], [0]]")
 def c8_coq_negative(tier):
     return refute_claim("C8")
+
+
+@check("C11", "coq", negative_control=True, guards=("c11_coq",), tier="coq",
+       scope="Coq: J_LN γ = 0 (γ in place of 1) must fail to prove and is refuted at d = 2")
+def c11_coq_negative_gamma(tier):
+    return refute_claim("C11_gamma")
+
+
+@check("C11", "coq", negative_control=True, guards=("c11_coq",), tier="coq",
+       scope="Coq: rank J_LN = d − 2 with eps > 0 must fail to prove and is refuted at d = 2, eps = 3")
+def c11_coq_negative_rank(tier):
+    return refute_claim("C11_rank")
+
+
+@check("C12", "coq", negative_control=True, guards=("c12_coq",), tier="coq",
+       scope="Coq: the pre-LN Jacobian without I fixing a ⊗ 1 must fail to prove and is refuted at L = d = 1")
+def c12_coq_negative(tier):
+    return refute_claim("C12")
+
+
+@check("C13", "coq", negative_control=True, guards=("c13_coq",), tier="coq",
+       scope="Coq: e_t ⊗ γ as J_post's left null vector must fail to prove and is refuted at L = 1, d = 2")
+def c13_coq_negative_gamma(tier):
+    return refute_claim("C13_gamma")
+
+
+@check("C13", "coq", negative_control=True, guards=("c13_coq",), tier="coq",
+       scope="Coq: e_t ⊗ 1/γ as a left null vector of the pre-LN J_pre must fail to prove and is refuted at L = d = 1")
+def c13_coq_negative_pre(tier):
+    return refute_claim("C13_pre")
 
 
 def coq_theorems(src: Path = COQ_DIR) -> list[dict]:

@@ -16,6 +16,7 @@ From mathcomp Require Import all_ssreflect all_algebra.
 From AttnSens Require Import Theta.
 From AttnSens Require C2 C3 C4 C5 C6 C7 C8.
 From AttnSens Require Checker.
+From AttnSens Require LayerNorm C11 C12 C13.
 Import Order.TTheory GRing.Theory Num.Theory.
 Local Open Scope ring_scope.
 
@@ -91,3 +92,51 @@ Theorem C8_row_nonexpansive : forall (R : realFieldType) (L : nat) (d : nat) (P 
   (forall j, \sum_k V j k ^+ 2 <= M) ->
   forall i, \sum_k (P *m V) i k ^+ 2 <= M.
 Proof. exact (@C8.C8_row_nonexpansive). Qed.
+
+(** C11: ∀ d, x, γ ∈ R^d, eps, s: J_LN(x)·1 = 0, where J_LN(x) := (1/s) diag(γ)(Π − ccᵀ/(d(σ² + eps))) = (1/s) diag(γ)(Π − αĉĉᵀ), Π = I − 11ᵀ/d, c = Πx, σ² = ‖c‖²/d (the closed form is the definition, its being the derivative is not proved in Coq; LayerNorm has s = √(σ² + eps), the facts hold for any s) *)
+Theorem C11_kills_ones : forall (R : realFieldType) (d : nat) (x g : 'I_d -> R) (eps s : R),
+  LayerNorm.ln_jac x g eps s *m LayerNorm.ones = 0.
+Proof. exact (@C11.C11_kills_ones). Qed.
+
+(** C11: ∀ d, x, eps, s, γ with no zero entry: (1/γ)ᵀ J_LN(x) = 0 *)
+Theorem C11_left_null : forall (R : realFieldType) (d : nat) (x g : 'I_d -> R) (eps s : R),
+  (forall i, g i != 0) -> LayerNorm.inv_gamma g *m LayerNorm.ln_jac x g eps s = 0.
+Proof. exact (@C11.C11_left_null). Qed.
+
+(** C11: ∀ d, x, eps > 0, s ≠ 0, γ with no zero entry: rank J_LN(x) = d − 1 *)
+Theorem C11_rank_eps_pos : forall (R : realFieldType) (d : nat) (x g : 'I_d -> R) (eps s : R),
+  0 < eps -> s != 0 -> (forall i, g i != 0) -> \rank (LayerNorm.ln_jac x g eps s) = (d - 1)%N.
+Proof. exact (@C11.C11_rank_eps_pos). Qed.
+
+(** C11: ∀ d, x with σ² ≠ 0 (not constant), s ≠ 0, γ with no zero entry, eps = 0: rank J_LN(x) = d − 2 *)
+Theorem C11_rank_eps0 : forall (R : realFieldType) (d : nat) (x g : 'I_d -> R) (s : R),
+  LayerNorm.var x != 0 -> s != 0 -> (forall i, g i != 0) -> \rank (LayerNorm.ln_jac x g 0 s) = (d - 2)%N.
+Proof. exact (@C11.C11_rank_eps0). Qed.
+
+(** C11: ∀ d, x with σ² ≠ 0, eps ≥ 0, s ≠ 0, γ with no zero entry: J_LN(x) c = 0 exactly when eps = 0 *)
+Theorem C11_Jc : forall (R : realFieldType) (d : nat) (x g : 'I_d -> R) (eps s : R),
+  0 <= eps -> LayerNorm.var x != 0 -> s != 0 -> (forall i, g i != 0) ->
+  (LayerNorm.ln_jac x g eps s *m LayerNorm.cvec x == 0) = (eps == 0).
+Proof. exact (@C11.C11_Jc). Qed.
+
+(** C12: ∀ L, d, X ∈ R^(L×d), γ, eps, s_t, any linear J_F on R^(L×d), a ∈ R^L: J_pre(a ⊗ 1) = a ⊗ 1 (so J_pre 1_t = 1_t for each token t), where J_pre V := V + J_F(J_LN V), J_LN acting token by token (the chain rule for x ↦ x + F(LN x) is the definition) *)
+Theorem C12_pre_ln_identity : forall (R : realFieldType) (L d : nat) (X : 'M[R]_(L, d)) (g : 'I_d -> R) (eps : R)
+  (s : 'I_L -> R) (JF : {linear 'M[R]_(L, d) -> 'M[R]_(L, d)}) (a : 'I_L -> R),
+  LayerNorm.pre_ln_jac X g eps s JF (LayerNorm.tok_const a) = LayerNorm.tok_const a.
+Proof. exact (@C12.C12_pre_ln_identity). Qed.
+
+(** C13: ∀ L, d, Y ∈ R^(L×d), eps, s_t, any map J_F, any token t, γ with no zero entry: ⟨e_t ⊗ 1/γ, J_post V⟩ = 0 for every V, where J_post V := J_LN(Y)(V + J_F V) (the chain rule for x ↦ LN(x + F(x)), Y = x + F(x), is the definition) *)
+Theorem C13_left_null : forall (R : realFieldType) (L d : nat) (Y : 'M[R]_(L, d)) (g : 'I_d -> R) (eps : R)
+  (s : 'I_L -> R) (JF : 'M[R]_(L, d) -> 'M[R]_(L, d)) (t0 : 'I_L),
+  (forall k, g k != 0) -> forall V, LayerNorm.frob (LayerNorm.tok_inv_gamma g t0) (LayerNorm.post_ln_jac Y g eps s JF V) = 0.
+Proof. exact (@C13.C13_left_null). Qed.
+
+(** C13: ∀ L, d ≥ 1, Y, eps, s_t, any map J_F, any token t, γ with no zero entry: W = e_t ⊗ 1/γ ≠ 0 and ‖(J_post − I)W‖² ≥ ‖W‖², so ‖J_post − I‖₂ ≥ 1 (no additive identity path) *)
+Theorem C13_no_identity : forall (R : realFieldType) (L d : nat) (Y : 'M[R]_(L, d)) (g : 'I_d -> R) (eps : R)
+  (s : 'I_L -> R) (JF : 'M[R]_(L, d) -> 'M[R]_(L, d)) (t0 : 'I_L),
+  (0 < d)%N -> (forall k, g k != 0) ->
+  LayerNorm.tok_inv_gamma g t0 != 0 /\
+  LayerNorm.frob (LayerNorm.tok_inv_gamma g t0) (LayerNorm.tok_inv_gamma g t0) <=
+    LayerNorm.frob (LayerNorm.post_ln_jac Y g eps s JF (LayerNorm.tok_inv_gamma g t0) - LayerNorm.tok_inv_gamma g t0)
+                   (LayerNorm.post_ln_jac Y g eps s JF (LayerNorm.tok_inv_gamma g t0) - LayerNorm.tok_inv_gamma g t0).
+Proof. exact (@C13.C13_no_identity). Qed.
