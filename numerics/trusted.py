@@ -78,21 +78,11 @@ def max_bits(xb):
     """The bits of a nonnegative float row's max, from its int64 view xb (0 for +0.0).
     # I1: for floats ≥ +0.0 the bit patterns order like the values (−0.0 reads
     # negative and loses to the start value 0, which is +0.0), so the max is exact."""
-    L = xb.shape[0]
-    m0 = m1 = m2 = m3 = np.int64(0)
-    j = 0
-    while j + 4 <= L:                  # four lanes: a compare chain would not vectorise
-        m0 = xb[j] if xb[j] > m0 else m0
-        m1 = xb[j + 1] if xb[j + 1] > m1 else m1
-        m2 = xb[j + 2] if xb[j + 2] > m2 else m2
-        m3 = xb[j + 3] if xb[j + 3] > m3 else m3
-        j += 4
-    while j < L:
-        m0 = xb[j] if xb[j] > m0 else m0
-        j += 1
-    m0 = m1 if m1 > m0 else m0
-    m2 = m3 if m3 > m2 else m2
-    return m2 if m2 > m0 else m0
+    mb = np.int64(0)
+    for j in range(xb.shape[0]):       # an integer max reduction: LLVM vectorises it
+        v = xb[j]
+        mb = v if v > mb else mb
+    return mb
 
 
 @numba.njit(cache=True, inline="always")
