@@ -25,12 +25,21 @@ GROUP_NOTES = {
 for _c in [
     Claim("C1", "Jacobian of the tempered softmax",
           "For p = softmax(u/τ) with τ > 0, the Jacobian of u ↦ p is C(p)/τ where "
-          "C(p) = diag(p) − p pᵀ.", group=_SOFTMAX),
+          "C(p) = diag(p) − p pᵀ.", group=_SOFTMAX,
+          notes="In Coq (every L ≥ 1 and τ > 0, over any realType of mathcomp-analysis) as the "
+                "directional derivative: along every direction v, d/dh softmax((u + hv)/τ) at h = 0 "
+                "is C(p)v/τ. mathcomp-analysis rests on three classical axioms (functional and "
+                "propositional extensionality, constructive indefinite description); the check "
+                "allows exactly those, per theorem, and names them next to the theorem."),
     Claim("C2", "Exact ∞→1 sensitivity (main theorem)",
           "For every length L ≥ 1, logits u and temperature τ > 0, the ∞→1 operator norm of "
           "the softmax Jacobian equals θ(p)/τ, where θ(p) = 4 max_S p(S)(1 − p(S)) over subsets "
           "S of the positions.",
-          uses=("C1",), group=_SOFTMAX),
+          uses=("C1",), group=_SOFTMAX,
+          notes="In Coq the bound and its attainment are proved for the matrix C(p)/τ over any "
+                "realFieldType, and, with C1, for the derivative of the softmax itself "
+                "(C2_jacobian, over any realType): along every x in the box the derivative exists "
+                "and has ℓ1 norm at most θ(p)/τ, with equality along some sign vector."),
     Claim("C3", "Uniform rows and parity",
           "For the uniform distribution on L atoms, θ = 1 when L is even, 1 − 1/L² when L is odd "
           "and L ≥ 3, and 0 when L = 1; under a causal mask row i has i + 1 atoms, so θ alternates "

@@ -20,7 +20,7 @@ needs_coq = pytest.mark.skipif(coq.coqc() is None, reason=coq.NOT_FOUND)
 
 def test_theorem_table_points_at_spec_lines_and_proofs():
     thms = coq.coq_theorems()
-    assert {t["claim"] for t in thms} == set(coq.CLAIM_SCOPES) == {"C2", "C3", "C4", "C5", "C6", "C7", "C8",
+    assert {t["claim"] for t in thms} == set(coq.CLAIM_SCOPES) == {"C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8",
                                                                    "C11", "C12", "C13"}
     for t in thms:
         assert t["file"] == "proofs/coq/Spec.v" and t["statement"]
@@ -33,7 +33,7 @@ def test_spec_is_in_the_pinned_shape():
     assert coq.spec_problems() == []
     assert coq.sources()[-1] == coq.SPEC
     for t in coq.spec_theorems():
-        assert t.statement.startswith(("forall (R : realFieldType) (L : nat)", "forall (R : realFieldType) (d : nat)",
+        assert t.statement.startswith(("forall (R : realFieldType) (L : nat)", "forall (R : realType) (L : nat)", "forall (R : realFieldType) (d : nat)",
                                        "forall (R : realFieldType) (L d : nat)")), t
 
 
@@ -44,7 +44,10 @@ def _spec_copy(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("old,new,why", [
-    ("From AttnSens Require Import Theta.", "From AttnSens Require Import Theta C4.", "unexpected sentence"),
+    ("From AttnSens Require Import Theta Softmax.", "From AttnSens Require Import Theta Softmax C4.",
+     "unexpected sentence"),
+    ("From AttnSens Require Import Theta Softmax.", "From AttnSens Require Import Theta Softmax C1.",
+     "unexpected sentence"),
     ("Local Open Scope ring_scope.", "Local Open Scope ring_scope.\nDefinition four := 4.", "unexpected sentence"),
     ("Local Open Scope ring_scope.", "Local Open Scope ring_scope.\nSection S.", "unexpected sentence"),
     ("(** C7: ∀ L, p ∈ Δ_L: θ(p) = 1 − δ(p)²", "(* C7: ∀ L, p ∈ Δ_L: θ(p) = 1 − δ(p)²", "pinned blocks"),
@@ -97,6 +100,11 @@ def test_section_variables_only_over_carrier_types():
 
 def test_print_assumptions_output_is_parsed_strictly(monkeypatch):
     assert coq.assumption_names(coq.CLOSED) == []
+    # A long type goes on the next line, after the name alone (as for mathcomp-analysis's axioms).
+    long = "Axioms:\nboolp.functional_extensionality_dep\n  : forall (A : Type) (B : A -> Type),\n    A -> B\nx.y : nat"
+    assert coq.assumption_names(long) == ["boolp.functional_extensionality_dep", "x.y"]
+    assert coq.assumption_names("Axioms:\nlonely\nx.y : nat") is None
+    assert coq.assumption_names("Axioms:\nx.y : nat\nSection Variables:\n  : nat") is None
     text = "Axioms:\nClassical_Prop.classic : forall P : Prop,\n                         P \\/ ~ P"
     assert coq.assumption_names(text) == ["Classical_Prop.classic"]
     assert coq.assumption_names("Section Variables:\ncheat : False") is None
@@ -114,9 +122,9 @@ def test_without_coqc_every_coq_check_skips(monkeypatch):
     load_all()
     monkeypatch.setattr(coq, "coqc", lambda: None)
     mine = [c for c in CHECKS if c.method == "coq"]
-    # c2…c8_coq, c11…c13_coq and the cross-check; a negative control per CONTROLS entry and the
+    # c1…c8_coq, c11…c13_coq and the cross-check; a negative control per CONTROLS entry and the
     # cross-check's.
-    assert len(mine) == len(coq.CLAIM_SCOPES) + 1 + len(coq.CONTROLS) + 1 == 26
+    assert len(mine) == len(coq.CLAIM_SCOPES) + 1 + len(coq.CONTROLS) + 1 == 28
     assert all(c.tier == "coq" for c in mine)
     for c in mine:
         ev = c.run("coq")
@@ -136,8 +144,40 @@ def test_positive_checks_pass_with_no_assumptions():
         ev = coq.verify_claim(claim)
         assert ev.status == "pass", (claim, ev.detail)
         pa = ev.numbers["print_assumptions"]
-        assert pa and all(t == coq.CLOSED for t in pa.values())
+        assert pa
+        for name, text in pa.items():
+            # Closed, or exactly the allow-listed axioms (mathcomp-analysis's, for the realType theorems).
+            assert sorted(coq.assumption_names(text)) == sorted(coq.ALLOWED_AXIOMS.get(name, ())), (name, text)
         assert ev.numbers["theorems"] == [t.name for t in coq.spec_theorems() if t.claim == claim]
+
+
+@needs_coq
+def test_the_allow_list_is_exact_per_theorem(monkeypatch):
+    # Only the realType theorems (mathcomp-analysis) may assume anything, and only its three axioms.
+    carriers = {t["theorem"]: t["carrier"] for t in coq.coq_theorems()}
+    analysis = {n for n, c in carriers.items() if c == "realType"}
+    assert analysis == {"C1_directional", "softmax_distribution", "C2_jacobian"}
+    assert {n for n in carriers if coq.ALLOWED_AXIOMS.get(n)} == analysis
+    assert all(set(coq.ALLOWED_AXIOMS[n]) == set(coq.ANALYSIS_AXIOMS) for n in analysis)
+    shown = {t["theorem"]: t["statement"] for t in coq.coq_theorems()}
+    assert all("boolp.constructive_indefinite_description" in shown[n] for n in analysis)
+    # One axiom off the list: C1's use of it fails the check.
+    monkeypatch.setitem(coq.ALLOWED_AXIOMS, "C1_directional", coq.ANALYSIS_AXIOMS[1:])
+    ev = coq.verify_claim("C1")
+    assert ev.status == "fail" and "axiom boolp.propositional_extensionality is not on the allow-list" in ev.detail
+    # One axiom too many: a stale entry, which would mislabel the dashboard, fails too.
+    monkeypatch.setitem(coq.ALLOWED_AXIOMS, "C1_directional", coq.ANALYSIS_AXIOMS + ("Classical_Prop.classic",))
+    ev = coq.verify_claim("C1")
+    assert ev.status == "fail" and "Classical_Prop.classic, which it does not print" in ev.detail
+
+
+@needs_coq
+@pytest.mark.slow
+def test_c1_refutation_is_held_to_its_allow_list(monkeypatch):
+    assert coq.refute_claim("C1").status == "pass"
+    monkeypatch.setitem(coq.ALLOWED_AXIOMS, "C1_notau_refuted", ())
+    ev = coq.refute_claim("C1")
+    assert ev.status == "fail" and "not on the allow-list" in ev.detail
 
 
 @needs_coq
@@ -177,8 +217,22 @@ _C3_INTRO = "move=> L0; have L0' : L%:R != 0 :> R by rewrite pnatr_eq0 -lt0n.\nh
 _C5_PMAX = ("  4 * pmax p * (1 - pmax p) <= theta p /\\ 1 - pmax p ^+ 2 <= theta p.\n"
             "Proof. by move=> hp; split; [exact: C5_pmax_singleton | exact: C5_pmax_square]. Qed.")
 
+_C1_INTRO = "move=> t0; pose E j (h : R) := expR ((u j + h * v j) / tau)."
+_C1_END = "rewrite K1 K2 -exprVn; exact: quotient_rule.\nQed."
+
 # name -> (claim, [(file, old, new)], what the failure must name, whether the word scan must be clean)
 TAMPERS = {
+    # C1 over a realType may use mathcomp-analysis's three axioms, and nothing else: an extra Axiom
+    # proving it is named by the word scan and by Print Assumptions,
+    "c1_extra_axiom": ("C1", [("C1.v", "Section C1.\n", "Axiom cheat : False.\nSection C1.\n"),
+                              ("C1.v", _C1_INTRO, "by case: cheat.\n(* " + _C1_INTRO),
+                              ("C1.v", _C1_END, _C1_END.replace("\nQed.", " *)\nQed."))],
+                       ["forbidden word 'Axiom'", "Print Assumptions C1_directional", "cheat"], False),
+    # and a library axiom that is not on its allow-list (classical logic) by Print Assumptions.
+    "c1_library_axiom": ("C1", [("C1.v", "From AttnSens Require Import Theta Softmax C2.\n",
+                                 "From AttnSens Require Import Theta Softmax C2.\nFrom Coq Require Classical_Prop.\n"),
+                                ("C1.v", _C1_INTRO, "have _ := Classical_Prop.classic True.\n" + _C1_INTRO)],
+                         ["Print Assumptions C1_directional", "Classical_Prop.classic is not on the allow-list"], True),
     # The finding of issue 24: a false section Hypothesis becomes a premise of C4_dominant's type;
     # Print Assumptions is closed, so only the word scan and Spec.v can see it (both do).
     "section_hypothesis": ("C4", [

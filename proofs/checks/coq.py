@@ -1,4 +1,4 @@
-"""Coq checks (tier "coq"): C2–C8 proved for every L over any realFieldType.
+"""Coq checks (tier "coq"): C2–C8 proved for every L over any realFieldType, C1 over any realType.
 
 The development is proofs/coq/ (files in _CoqProject order).  Its statements are
 pinned by proofs/coq/Spec.v: every theorem the dashboard shows is stated there,
@@ -15,7 +15,8 @@ theorem.  A check passes only if everything compiled, Spec.v has the pinned
 shape, no forbidden word (``Admitted``, ``Axiom``, ``Hypothesis``, ``Context``, a
 section ``Variable`` over anything but the carrier types ``realFieldType`` and
 ``nat``, ...) occurs outside comments, and Coq prints "Closed under the global
-context" for each theorem, or names only axioms on ALLOWED_AXIOMS (empty).
+context" for each theorem, or names exactly the axioms ALLOWED_AXIOMS lists for it (C1's
+theorems, over a realType: the three classical axioms mathcomp-analysis assumes).
 
 Negative controls (proofs/coq/controls/): per wrong variant, a proof attempt
 (the real proof script) that must fail, with coqc's error located inside the
@@ -45,15 +46,19 @@ ROOT = Path(__file__).resolve().parents[2]
 COQ_DIR = ROOT / "proofs" / "coq"
 SPEC = "Spec.v"
 INSTALL = ("apt-get update && apt-get install -y coq libcoq-mathcomp-algebra "
-           "libcoq-mathcomp-algebra-tactics")
+           "libcoq-mathcomp-algebra-tactics libcoq-mathcomp-analysis")
 NOT_FOUND = f"coqc not found; install: {INSTALL}"
 LOGICAL = "AttnSens"
 CLOSED = "Closed under the global context"
 COMPILE_TIMEOUT = 600  # seconds per file; a timeout is a failure
 SCOPE = "every L ≥ 1, any realFieldType (Coq 8.16, MathComp 1.15)"
+ANALYSIS_SCOPE = "every L ≥ 1, τ > 0, any realType (Coq 8.16, mathcomp-analysis 0.6.0)"
 LN_SCOPE = "every width d, any realFieldType (Coq 8.16, MathComp 1.15)"
 CLAIM_SCOPES = {
-    "C2": SCOPE + ": C2 (a) box bound, (b) attained at a sign vector, ‖C‖∞→1 = θ",
+    "C1": ANALYSIS_SCOPE + ": the derivative of u ↦ softmax(u/τ) along every direction v is C(p)v/τ, "
+                           "p = softmax(u/τ); softmax(z) ∈ Δ_L",
+    "C2": SCOPE + ": C2 (a) box bound, (b) attained at a sign vector, ‖C‖∞→1 = θ; and, over any "
+                  "realType with C1, the same for the softmax Jacobian itself (‖J‖∞→1 = θ(p)/τ)",
     "C3": SCOPE + ": θ(uniform) = 1 (even L), 1 − 1/L² (odd L)",
     "C4": SCOPE + ": p_i ≥ 1/2 ⇒ θ = 4p_i(1 − p_i)",
     "C5": SCOPE + ": θ ≥ 4p_i(1 − p_i) for every i; θ ≥ 4m(1 − m) and θ ≥ 1 − m² for m = p_max",
@@ -70,19 +75,33 @@ CLAIM_SCOPES = {
                       "so ‖(J_post − I)W‖ ≥ ‖W‖ ≠ 0 (‖J_post − I‖₂ ≥ 1)",
 }
 
-# Axioms a Spec theorem may rely on (Spec theorem name -> axiom names as Print Assumptions prints
-# them).  Empty: every theorem is closed.  An entry is shown next to the theorem on the dashboard.
-ALLOWED_AXIOMS: dict[str, tuple[str, ...]] = {}
+# Axioms a Spec theorem (or a control's refutation) may rely on: theorem name -> the axiom names
+# exactly as Print Assumptions prints them.  Every other theorem must be closed; an axiom not listed
+# fails the check, and so does a listed one that is not printed (a stale entry would mislabel the
+# dashboard, which shows the entry next to the theorem).  mathcomp-analysis (expR, limits,
+# derivatives) assumes these three in mathcomp.classical.boolp; nothing else is allowed.
+ANALYSIS_AXIOMS = ("boolp.propositional_extensionality", "boolp.functional_extensionality_dep",
+                   "boolp.constructive_indefinite_description")
+ALLOWED_AXIOMS: dict[str, tuple[str, ...]] = {
+    "C1_directional": ANALYSIS_AXIOMS,
+    "softmax_distribution": ANALYSIS_AXIOMS,
+    "C2_jacobian": ANALYSIS_AXIOMS,
+    "C1_notau_refuted": ANALYSIS_AXIOMS,
+}
 
 # Section variables are allowed only over these carrier types: an inhabited type with no
 # propositional content cannot smuggle a premise, and every Spec statement must bind them.
-SECTION_TYPES = ("realFieldType", "nat")
+SECTION_TYPES = ("realFieldType", "realType", "nat")
 # What Spec.v may import with Import (the development's theorem files are loaded with Require only).
-SPEC_IMPORTS = ("Theta",)
-SPEC_OPEN_IMPORTS = ("Order.TTheory", "GRing.Theory", "Num.Theory")
+SPEC_IMPORTS = ("Theta", "Softmax")
+SPEC_OPEN_IMPORTS = ("Order.TTheory", "GRing.Theory", "Num.Theory",
+                     "numFieldTopology.Exports", "numFieldNormedType.Exports")
 
 # control id -> (claim, control file, wrong theorem, refutation file, refuting theorem, what is wrong)
 CONTROLS = {
+    "C1": ("C1", "C1_notau.v", "C1_notau_wrong", "C1_notau_refuted.v", "C1_notau_refuted",
+           "derivative C(p)v without the 1/τ; refuted in every realType at L = 2, u = 0, v = e₀ "
+           "(τ = 2 and τ = 1 give one function two derivatives)"),
     "C2": ("C2", "C2_half.v", "C2_half_wrong", "C2_half_refuted.v", "C2_half_refuted",
            "‖C(p)x‖₁ ≤ θ(p)/2; refuted at p = (1/2, 1/2)"),
     "C3": ("C3", "C3_swapped.v", "C3_swapped_wrong", "C3_swapped_refuted.v", "C3_swapped_refuted",
@@ -285,13 +304,16 @@ def assumption_names(text: str) -> list[str] | None:
     lines = text.splitlines()
     if not lines or lines[0].strip() != "Axioms:":
         return None
-    names = []
-    for ln in lines[1:]:
+    names, body = [], lines[1:]
+    for k, ln in enumerate(body):
         if not ln.strip() or ln[0].isspace():
             continue  # a blank line or the continuation of a type
         m = re.match(r"([\w.']+)\s*:", ln)
         if not m:
-            return None
+            # A long type goes on the next line: the name alone, then an indented ": type".
+            m = re.fullmatch(r"([\w.']+)\s*", ln)
+            if not (m and k + 1 < len(body) and re.match(r"\s+:", body[k + 1])):
+                return None
         names.append(m.group(1))
     return names or None
 
@@ -405,12 +427,18 @@ def _main_assumptions(src: Path) -> dict[str, str]:
 
 
 def assumption_problems(name: str, text: str) -> list[str]:
-    """Why a Spec theorem's Print Assumptions output is not acceptable (empty when it is)."""
+    """Why a theorem's Print Assumptions output is not acceptable (empty when it is): it must
+    name exactly the axioms ALLOWED_AXIOMS lists for ``name`` (none: "Closed under the global
+    context")."""
     axioms = assumption_names(text)
     if axioms is None:
         return [f"Print Assumptions {name}: {text!r}"]
-    extra = [a for a in axioms if a not in ALLOWED_AXIOMS.get(name, ())]
-    return [f"Print Assumptions {name}: axiom {a} is not on the allow-list" for a in extra]
+    allowed = ALLOWED_AXIOMS.get(name, ())
+    extra = [a for a in axioms if a not in allowed]
+    stale = [a for a in allowed if a not in axioms]
+    return ([f"Print Assumptions {name}: axiom {a} is not on the allow-list" for a in extra]
+            + [f"Print Assumptions {name}: the allow-list names {a}, which it does not print "
+               "(a stale entry would mislabel the dashboard)" for a in stale])
 
 
 def verify_claim(claim: str, src: Path = COQ_DIR) -> Evidence:
@@ -440,16 +468,19 @@ def verify_claim(claim: str, src: Path = COQ_DIR) -> Evidence:
             problems += assumption_problems(n, t)
     if problems:
         return Evidence("fail", scope, numbers=nums, detail="; ".join(problems))
-    used = {n: ALLOWED_AXIOMS[n] for n in names if ALLOWED_AXIOMS.get(n) and nums["print_assumptions"][n] != CLOSED}
+    used = {n: list(ALLOWED_AXIOMS[n]) for n in names if ALLOWED_AXIOMS.get(n)}
+    closed = [n for n in names if n not in used]
     return Evidence("pass", scope, numbers=nums,
-                    detail=f"{', '.join(names)}: pinned by {SPEC}; {CLOSED} (Print Assumptions)"
-                    + (f"; allowed axioms {used}" if used else ""))
+                    detail=f"{', '.join(names)}: pinned by {SPEC}; Print Assumptions: "
+                    + "; ".join(([f"{', '.join(closed)}: {CLOSED}"] if closed else [])
+                                + [f"{n}: only the allowed axioms {', '.join(a)}" for n, a in used.items()]))
 
 
 def refute_claim(control: str, src: Path = COQ_DIR) -> Evidence:
     """Negative control: the wrong variant's proof fails inside its theorem, and its
-    refutation compiles with no assumptions.  Anything else (no coqc, a broken
-    development, an error elsewhere) is not a pass."""
+    refutation compiles with no assumptions (or exactly those ALLOWED_AXIOMS lists for the
+    refuting theorem).  Anything else (no coqc, a broken development, an error elsewhere) is
+    not a pass."""
     _, attempt, wrong, refutation, refuter, what = CONTROLS[control]
     scope = f"wrong variant: {what}"
     if coqc() is None:
@@ -475,10 +506,18 @@ def refute_claim(control: str, src: Path = COQ_DIR) -> Evidence:
     pa = assumptions(b, (refuter,), header)[refuter]
     nums["print_assumptions"] = {refuter: pa}
     forbidden = scan((b.workdir / refutation).read_text())[0]
-    if pa != CLOSED or forbidden:
-        return Evidence("fail", scope, numbers=nums, detail=f"{refuter}: {pa!r} {forbidden}")
+    bad = assumption_problems(refuter, pa)
+    if bad or forbidden:
+        return Evidence("fail", scope, numbers=nums, detail=f"{refuter}: {'; '.join(bad)} {forbidden}")
+    axioms = ALLOWED_AXIOMS.get(refuter)
     return Evidence("pass", scope, numbers=nums,
-                    detail=f"{wrong} fails at line {nums['error_line']} ({attempt}); {refuter} proved, {CLOSED}")
+                    detail=f"{wrong} fails at line {nums['error_line']} ({attempt}); {refuter} proved, "
+                    + (f"only the allowed axioms {', '.join(axioms)}" if axioms else CLOSED))
+
+
+@check("C1", "coq", scope=CLAIM_SCOPES["C1"], tier="coq")
+def c1_coq(tier):
+    return verify_claim("C1")
 
 
 @check("C2", "coq", scope=CLAIM_SCOPES["C2"], tier="coq")
@@ -529,6 +568,12 @@ def c12_coq(tier):
 @check("C13", "coq", scope=CLAIM_SCOPES["C13"], tier="coq")
 def c13_coq(tier):
     return verify_claim("C13")
+
+
+@check("C1", "coq", negative_control=True, guards=("c1_coq",), tier="coq",
+       scope="Coq: the softmax derivative C(p)v without the 1/τ must fail to prove and is refuted in every realType")
+def c1_coq_negative(tier):
+    return refute_claim("C1")
 
 
 @check("C2", "coq", negative_control=True, guards=("c2_coq",), tier="coq",
@@ -661,14 +706,17 @@ def c13_coq_negative_pre(tier):
 
 def coq_theorems(src: Path = COQ_DIR) -> list[dict]:
     """The pinned statements for paper_checks.md, read from Spec.v (needs no coqc): claim,
-    theorem, the readable line (with its allowed axioms, if any), and Spec.v's file:line."""
+    theorem, the readable line (with its allowed axioms, if any), the carrier type R ranges
+    over (realFieldType, or realType for the analysis theorems), and Spec.v's file:line."""
     out = []
     for t in spec_theorems(src):
         statement = t.readable
         if ALLOWED_AXIOMS.get(t.name):
             statement += f" [assumes the axioms {', '.join(ALLOWED_AXIOMS[t.name])}]"
         path = Path(src) / SPEC
+        carrier = re.match(r"forall \(R : (\w+)\)", t.statement)
         out.append({"claim": t.claim, "theorem": t.name, "statement": statement, "module": t.module,
+                    "carrier": carrier[1] if carrier else "",
                     "file": path.resolve().relative_to(ROOT).as_posix() if Path(src) == COQ_DIR else str(path),
                     "line": t.line})
     return out

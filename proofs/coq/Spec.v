@@ -11,14 +11,33 @@
    proofs/checks/coq.py, which also checks that this file holds nothing else:
    imports, scope settings and `Theorem name : statement. Proof. exact
    (@File.name). Qed.` blocks, each with its readable line.
-   Δ_L = {p : p_i ≥ 0, Σp = 1} is `distribution`; θ is `theta`. *)
+   Δ_L = {p : p_i ≥ 0, Σp = 1} is `distribution`; θ is `theta`.
+   C1 and C2_jacobian are over a realType (mathcomp-analysis): softmax is
+   Softmax.v's, `is_derive 0 1 f d` says f : R → R is derivable at 0 with
+   derivative d; they rest on the classical axioms that mathcomp-analysis
+   assumes, which the dashboard names next to them. *)
 From mathcomp Require Import all_ssreflect all_algebra.
-From AttnSens Require Import Theta.
+From mathcomp.analysis Require Import reals topology normedtype derive.
+From AttnSens Require Import Theta Softmax.
+From AttnSens Require C1.
 From AttnSens Require C2 C3 C4 C5 C6 C7 C8.
 From AttnSens Require Checker.
 From AttnSens Require LayerNorm C11 C12 C13.
 Import Order.TTheory GRing.Theory Num.Theory.
+Import numFieldTopology.Exports numFieldNormedType.Exports.
 Local Open Scope ring_scope.
+
+(** C1: ∀ L ≥ 1, u, v ∈ R^L, τ > 0, i, R any realType: d/dh softmax((u + hv)/τ)_i at h = 0 is (C(p)v)_i/τ with p = softmax(u/τ) (the derivative of u ↦ softmax(u/τ) along every direction v is C(p)/τ) *)
+Theorem C1_directional : forall (R : realType) (L : nat) (u v : 'I_L -> R) (tau : R) (i : 'I_L),
+  0 < tau ->
+  is_derive (0 : R) (1 : R) (fun h : R => softmax (fun j => (u j + h * v j) / tau) i)
+    (Cx (softmax (fun j => u j / tau)) v i / tau).
+Proof. exact (@C1.C1_directional). Qed.
+
+(** C1: ∀ L ≥ 1, z ∈ R^L, R any realType: softmax(z) ∈ Δ_L (so C2–C8 apply to p = softmax(u/τ)) *)
+Theorem softmax_distribution : forall (R : realType) (L : nat) (z : 'I_L -> R),
+  (0 < L)%N -> distribution (softmax z).
+Proof. exact (@Softmax.softmax_distribution). Qed.
 
 (** C2: ∀ L, p ∈ Δ_L, τ > 0, x with |x_i| ≤ 1: ‖(C(p)/τ)x‖₁ ≤ θ(p)/τ (the whole box, not only sign vectors) *)
 Theorem C2_upper : forall (R : realFieldType) (L : nat) (p : 'I_L -> R) (tau : R) (x : 'I_L -> R),
@@ -34,6 +53,17 @@ Proof. exact (@C2.C2_attained). Qed.
 Theorem C2_inf1norm : forall (R : realFieldType) (L : nat) (p : 'I_L -> R),
   distribution p -> inf1norm p = theta p.
 Proof. exact (@C2.C2_inf1norm). Qed.
+
+(** C2: ∀ L ≥ 1, u ∈ R^L, τ > 0, R any realType, p = softmax(u/τ): along every x with |x_i| ≤ 1 the derivative D of h ↦ softmax((u + hx)/τ) at 0 exists and ‖D‖₁ ≤ θ(p)/τ, with equality along some sign vector 1_S − 1_Sᶜ (‖J‖∞→1 = θ(p)/τ for the softmax Jacobian J itself, by C1) *)
+Theorem C2_jacobian : forall (R : realType) (L : nat) (u : 'I_L -> R) (tau : R),
+  (0 < L)%N -> 0 < tau ->
+  (forall x : 'I_L -> R, in_box x -> exists D : 'I_L -> R,
+     (forall i, is_derive (0 : R) (1 : R) (fun h : R => softmax (fun j => (u j + h * x j) / tau) i) (D i))
+     /\ norm1 D <= theta (softmax (fun j => u j / tau)) / tau)
+  /\ exists S : {set 'I_L}, exists D : 'I_L -> R,
+     (forall i, is_derive (0 : R) (1 : R) (fun h : R => softmax (fun j => (u j + h * sv S j) / tau) i) (D i))
+     /\ norm1 D = theta (softmax (fun j => u j / tau)) / tau.
+Proof. exact (@C1.C2_jacobian). Qed.
 
 (** C3: ∀ L ≥ 1: θ(uniform on L atoms) = 1 − 1/L² for odd L (0 at L = 1), 1 for even L *)
 Theorem C3_uniform : forall (R : realFieldType) (L : nat),
