@@ -299,3 +299,28 @@ def test_long_rows_parity_checked_and_the_count_lemma_with_k_reported_unchecked(
         lines.append(_line(i, R[i], rec))
     got = cc.Checker(checker_bin).run(lines)
     assert got == [True] * 9 + [False] * 4
+
+
+def test_logits_and_rows_inputs_and_tolerance_zero_end_to_end(checker_bin, tmp_path):
+    # logits inputs replay the certified rows (certified-rows-i.npy); two L in one folder
+    rng = np.random.default_rng(3)
+    np.savez(tmp_path / "lg.npz", logits=(rng.normal(size=(30, 30)) * 3).astype(np.float32), tau=np.float64(0.7))
+    np.savez(tmp_path / "rows.npz", rows=rng.dirichlet(np.ones(9), size=20))
+    for tol in ("1e-6", "0"):
+        out = tmp_path / f"out-{tol}"
+        res = subprocess.run([sys.executable, "-m", "certificates", "certify", str(tmp_path / "lg.npz"),
+                              str(tmp_path / "rows.npz"), "-o", str(out), "--tolerance", tol, "--no-progress"],
+                             cwd=ROOT, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        res = subprocess.run([sys.executable, "-m", "certificates", "verify", str(out), "--checker", "coq",
+                              "--no-progress"], cwd=ROOT, capture_output=True, text=True)
+        assert res.returncode == 0 and "coq checker: OK: 50 of 50" in res.stdout, res.stdout + res.stderr
+    # the regime of one row changed: both checkers reject, the Coq one names the row
+    path = out / "certificates.npz"
+    with np.load(path) as z:
+        arrs = {k: z[k].copy() for k in z.files}
+    arrs["regime"][35] = 2 if arrs["regime"][35] != 2 else 1
+    np.savez(path, **arrs)
+    res = subprocess.run([sys.executable, "-m", "certificates", "verify", str(out), "--checker", "coq",
+                          "--no-progress"], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 1 and "coq checker: row 35: rejected" in res.stdout, res.stdout
