@@ -278,6 +278,27 @@ have e : 4 * a * (T - a) = T * T - (a + a - T) * (a + a - T) by ring.
 rewrite e; split; nia.
 Qed.
 
+(* The regime flag: 0 exactly for dominant rows (2·max w ≥ T). *)
+Lemma maxZ_ge w i : (i < size w)%N -> nth 0 w i <= maxZ w.
+Proof. by elim: w i => [|x w IH] [|i] //= hi; [lia | have := IH i hi; lia]. Qed.
+
+Lemma maxZ_attained w : 0 < maxZ w -> exists2 i, (i < size w)%N & nth 0 w i = maxZ w.
+Proof.
+elim: w => [|x w IH] /=; first by lia.
+case: (Z.max_spec x (maxZ w)) => [[hlt ->] /IH [i hi <-]|[hle ->] _].
+  by exists i.+1.
+by exists 0%N.
+Qed.
+
+Lemma check_row_reg w wit hd cj lo hi glo ghi tol reg :
+  check_row w wit hd cj lo hi glo ghi tol reg = true -> (reg = 0 <-> sumZ w <= 2 * maxZ w).
+Proof.
+rewrite /check_row /regime_ok => /andP[/andP[_ /andP[_ h]] _]; move: h.
+case: (Z.eqb_spec reg 0) => [-> /Z.leb_le //|h0].
+case: (Z.eqb_spec reg 1) => _; first by case/andP=> /negP hd' _; split=> // /Z.leb_le.
+case: (Z.eqb_spec reg 2) => _ //; by case/andP=> /andP[/negP hd' _] _; split=> // /Z.leb_le.
+Qed.
+
 End ZFacts.
 
 
@@ -425,11 +446,35 @@ split; apply/andP; split => //.
 by rewrite ler_subr_addl -ler_subr_addr.
 Qed.
 
+Lemma zR_le_iff a b : zR R a <= zR R b <-> Z.le a b.
+Proof. by rewrite /zR ler_int; split => h; lia. Qed.
+
+Lemma zR2 : zR R (Zpos 2%positive) = 2. Proof. by []. Qed.
+
+(* What the regime flag means: 0 exactly when some atom has p_i ≥ 1/2 (then θ = 4p_i(1 − p_i), C4). *)
+Lemma check_row_regime (w : seq Z) (wit hd cj : seq bool) (lo hi glo ghi tol : Z * Z) (reg : Z) :
+  check_row w wit hd cj lo hi glo ghi tol reg = true ->
+  (reg = Z0 <-> exists i : 'I_(size w), 2^-1 <= zR R (nth Z0 w i) / zR R (sumZ w)).
+Proof.
+move=> h; have [hT _] := check_row_Z h; rewrite (check_row_reg h).
+have hT' : 0 < zR R (sumZ w) by rewrite -(zR0 R) zR_lt.
+have half a : 2^-1 <= zR R a / zR R (sumZ w) <-> Z.le (sumZ w) (Z.mul (Zpos 2%positive) a).
+  by rewrite ler_pdivl_mulr // ler_pdivr_mull ?ltr0n // -zR2 -zRM zR_le_iff.
+split.
+  move=> hd'; have [i hiw hm] := @maxZ_attained w (ltac:(lia)).
+  by exists (Ordinal hiw); apply/half; rewrite /= hm.
+by case=> i /half hiw; have := @maxZ_ge w i (ltn_ord i); lia.
+Qed.
+
 (* The same for rows of a given length L (the form Spec.v pins). *)
 Theorem check_row_sound (L : nat) (w : seq Z) (wit hd cj : seq bool) (lo hi glo ghi tol : Z * Z) (reg : Z) :
   size w = L -> check_row w wit hd cj lo hi glo ghi tol reg = true ->
   let p := fun i : 'I_L => zR R (nth Z0 w i) / zR R (sumZ w) in
-  qR lo <= theta p <= qR hi /\ qR glo <= 1 - theta p <= qR ghi.
-Proof. by move=> hL; subst L; exact: check_row_sound_size. Qed.
+  (qR lo <= theta p <= qR hi /\ qR glo <= 1 - theta p <= qR ghi) /\
+  (reg = Z0 <-> exists i : 'I_L, 2^-1 <= p i).
+Proof.
+move=> hL; subst L => h; split; first exact: check_row_sound_size h.
+exact: check_row_regime h.
+Qed.
 
 End Sound.

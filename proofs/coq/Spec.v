@@ -107,13 +107,13 @@ Theorem C7_delta : forall (R : realFieldType) (L : nat) (p : 'I_L -> R),
   distribution p -> theta p = 1 - delta p ^+ 2.
 Proof. exact (@C7.C7_delta). Qed.
 
-(** C7: the certificate checker (Checker.v, extracted to OCaml for `verify --checker coq`): for a row of L integer weights w_i ≥ 0, claims given as integer pairs n/d, a witness mask and two search hints (any hints are sound), check_row = true ⇒ θ_lo ≤ θ(w/Σw) ≤ θ_hi and gap_lo ≤ 1 − θ(w/Σw) ≤ gap_hi *)
+(** C7: the certificate checker (Checker.v, extracted to OCaml for `verify --checker coq`): for a row of L integer weights w_i ≥ 0, claims given as integer pairs n/d, a witness mask and two search hints (any hints are sound), check_row = true ⇒ θ_lo ≤ θ(p) ≤ θ_hi and gap_lo ≤ 1 − θ(p) ≤ gap_hi for p = w/Σw, and regime 0 iff some p_i ≥ 1/2 *)
 Theorem check_row_sound : forall (R : realFieldType) (L : nat) (w : seq BinNums.Z) (wit hd cj : seq bool)
   (lo hi glo ghi tol : BinNums.Z * BinNums.Z) (reg : BinNums.Z),
   size w = L -> Checker.check_row w wit hd cj lo hi glo ghi tol reg = true ->
   let p := fun i : 'I_L => ((ssrZ.int_of_Z (nth BinNums.Z0 w i))%:~R / (ssrZ.int_of_Z (Checker.sumZ w))%:~R : R) in
   let q := fun a : BinNums.Z * BinNums.Z => ((ssrZ.int_of_Z a.1)%:~R / (ssrZ.int_of_Z a.2)%:~R : R) in
-  q lo <= theta p <= q hi /\ q glo <= 1 - theta p <= q ghi.
+  (q lo <= theta p <= q hi /\ q glo <= 1 - theta p <= q ghi) /\ (reg = BinNums.Z0 <-> exists i : 'I_L, 2^-1 <= p i).
 Proof. exact (@Checker.check_row_sound). Qed.
 
 (** C8: ∀ L, d, P ∈ R^(L×L) row-stochastic (P_ij ≥ 0, Σ_j P_ij = 1), V ∈ R^(L×d), M with ‖v_j‖₂² ≤ M for every row j: ‖(PV)_i‖₂² ≤ M for every row i (so ‖PV‖_B ≤ ‖V‖_B, ‖X‖_B = max_i ‖x_i‖₂/√d) *)
