@@ -34,7 +34,7 @@ class ThetaResult:
     theta: Fraction
     delta: Fraction
     mask: int          # the witness subset S (bit i = position i); θ = θ_of_mask(row, mask)
-    method: str        # "trivial", "dominant", "bruteforce" or "mitm"
+    method: str        # "trivial", "dominant", "bruteforce", "mitm" (Horowitz–Sahni) or "ss" (Schroeppel–Shamir)
 
 
 # ----------------------------------------------------------------------------- exact input
@@ -180,7 +180,8 @@ def theta_exact(row) -> ThetaResult:
     """θ, δ and a witness subset, exactly, by the cheapest exact route.
 
     Closed forms first (L = 1, dominant atom C4), then brute force for short
-    rows, then the meet-in-the-middle solver (:mod:`numerics.partition`).
+    rows, then the exact partition solver (:mod:`numerics.partition`): Horowitz–Sahni
+    up to partition.HS_MAX_ATOMS nonzero atoms, Schroeppel–Shamir beyond.
     """
     w = integer_weights(row)
     if not w or sum(w) == 0:
@@ -195,11 +196,11 @@ def theta_exact(row) -> ThetaResult:
     if len(wz) <= 16 and max(wz) < 2**62 // len(wz):
         # Short rows that fit the vectorised int64 enumeration; everything else (longer
         # rows, or float64 rows whose integer weights exceed int64) goes to the exact
-        # meet-in-the-middle solver, which handles integers of any size.
+        # partition solver, which handles integers of any size.
         sub, method = best_mask_bruteforce(wz), "bruteforce"
     else:
-        from .partition import best_mask_mitm
-        sub, method = best_mask_mitm(wz), "mitm"
+        from .partition import solve
+        sub, _, method = solve(wz)
     mask = 0
     for j, i in enumerate(nz):
         if sub >> j & 1:

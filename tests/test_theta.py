@@ -1,4 +1,11 @@
-"""The exact θ engine: values worked out by hand, closed forms, exactness on floats."""
+"""The exact θ engine: values worked out by hand, closed forms, exactness on floats.
+
+θ references here are written in the test (every subset in plain Python, or the set of
+subset sums as the bits of a Python int), never numerics.theta.best_mask_bruteforce, which
+theta_exact itself uses for short rows.
+"""
+import itertools
+import random
 from fractions import Fraction as F
 
 import numpy as np
@@ -49,21 +56,76 @@ def test_bad_entries_raise():
         theta_exact([0, 0])
 
 
-def test_closed_forms_match_bruteforce():
+def theta_reference(w):
+    """θ = max over subsets of 4ab/T², every subset, plain Python ints."""
+    T = sum(w)
+    best = max(4 * a * (T - a) for r in range(len(w) + 1) for a in map(sum, itertools.combinations(w, r)))
+    return F(best, T * T)
+
+
+def theta_dp(w):
+    """θ from the set of subset sums (the bits of one Python int): for small totals, any L."""
+    T = sum(w)
+    reach = 1
+    for x in w:
+        reach |= reach << x
+    d = min(abs(T - 2 * s) for s in range(T + 1) if reach >> s & 1)
+    return 1 - F(d, T) ** 2
+
+
+def test_closed_forms_match_the_reference():
     for L in range(2, 15):
+        assert theta_reference([1] * L) == theta_uniform(L)
         assert theta_bruteforce([1] * L).theta == theta_uniform(L)
     rng = np.random.default_rng(0)
     for _ in range(200):
         w = rng.integers(0, 50, size=int(rng.integers(2, 9))).tolist()
         if sum(w) == 0:
             continue
+        want = theta_reference(w)
         d = theta_dominant(w)
-        b = theta_bruteforce(w)
         if d is not None:
-            assert d.theta == b.theta
-        assert theta_exact(w).theta == b.theta
-        assert theta_of_mask(w, theta_exact(w).mask) == b.theta
-        assert abs(float(b.theta) - theta_float64_bruteforce(np.array(w, float))) < 1e-12
+            assert d.theta == want
+        assert theta_bruteforce(w).theta == want
+        assert theta_exact(w).theta == want
+        assert theta_of_mask(w, theta_exact(w).mask) == want
+        assert abs(float(want) - theta_float64_bruteforce(np.array(w, float))) < 1e-12
+
+
+def test_theta_exact_on_every_route_against_the_reference():
+    # L ≤ 16: brute force; 17–24: Horowitz–Sahni; > 24: Schroeppel–Shamir (numerics.partition)
+    rng = random.Random(3)
+    seen = set()
+    for L in (3, 9, 16, 17, 20, 24, 25, 31, 40, 56):
+        rows = [[1000 + rng.randint(-3, 3) for _ in range(L)],                    # near uniform
+                [rng.choice([0, 0, 4, 4, 4, 6, 9]) for _ in range(L)],            # ties, zeros
+                [rng.getrandbits(11) for _ in range(L)]]
+        left = [rng.getrandbits(9) + 1 for _ in range(L // 2)]                    # near-perfect:
+        right = left[:-1] + [left[-1] + 1]                                        # off by one
+        rows.append(left + right + [0] * (L % 2))
+        for w in rows:
+            if sum(1 for x in w if x) < 2:
+                continue
+            want = theta_reference(w) if L <= 16 else theta_dp(w)
+            res = theta_exact([F(x, 2**30) for x in w])
+            seen.add(res.method)
+            assert res.theta == want, (w, res)
+            assert res.theta == 1 - res.delta**2 == theta_of_mask(w, res.mask)
+    assert {"bruteforce", "mitm", "ss"} <= seen
+
+
+def test_theta_exact_L64_planted_row():
+    rng = random.Random(4)
+    left = [rng.getrandbits(30) + 1 for _ in range(32)]
+    cuts = sorted(rng.sample(range(1, sum(left)), 31))
+    row = left + [b - a for a, b in zip([0] + cuts, cuts + [sum(left)])]
+    rng.shuffle(row)
+    res = theta_exact(np.array(row, dtype=np.float64) / 2.0**40)   # exact dyadic floats
+    assert res.method == "ss" and res.theta == 1 and res.delta == 0
+    assert theta_of_mask(row, res.mask) == 1
+    row[0] += 1                                                      # T odd: δ ≥ 1/T
+    res = theta_exact(row)
+    assert res.delta == F(1, sum(row)) and theta_of_mask(row, res.mask) == res.theta < 1
 
 
 def test_theta_and_delta_are_consistent():
