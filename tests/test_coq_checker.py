@@ -5,7 +5,7 @@ about 30 s); without coqc or ocamlfind the tests that run it are skipped, never 
 float → integer conversion is checked against Fraction; verdicts are checked against the
 exact oracle (numerics.theta.theta_exact), against the Python replay (certificates.verify),
 on the committed folders (one in the default tier, all in the slow tier) and on tampered
-records and folders.
+records and folders.  The slow tier also runs logits inputs and --tolerance 0 end to end.
 """
 import os
 import shutil
@@ -301,6 +301,7 @@ def test_long_rows_parity_checked_and_the_count_lemma_with_k_reported_unchecked(
     assert got == [True] * 9 + [False] * 4
 
 
+@pytest.mark.slow
 def test_logits_and_rows_inputs_and_tolerance_zero_end_to_end(checker_bin, tmp_path):
     # logits inputs replay the certified rows (certified-rows-i.npy); two L in one folder
     rng = np.random.default_rng(3)
