@@ -62,16 +62,22 @@ def require_binary() -> str:
 def int_weights(x) -> tuple[list[int], int]:
     """(w, e) with x_j = w_j·2^e exactly, w_j ≥ 0 integers, for a row of finite floats ≥ 0.
 
-    Each x_j = n_j/d_j (float.as_integer_ratio, d_j a power of two); e = −log₂ max d_j
-    and w_j = n_j·(max d / d_j).  Raises ValueError for a negative or non-finite entry.
+    Each x_j = m_j·2^(k_j) with m_j = mantissa·2^53 an integer below 2^53 (numpy.frexp is
+    exact); e = min k_j over the nonzero entries and w_j = m_j·2^(k_j − e).  Raises ValueError
+    for a negative or non-finite entry.  tests/test_coq_checker.py checks w_j·2^e against
+    Fraction(x_j).
     """
-    ratios = []
-    for v in np.asarray(x, dtype=np.float64).tolist():
-        if not (v >= 0.0) or v == float("inf"):
-            raise ValueError(f"row entry {v!r} is not a finite number ≥ 0")
-        ratios.append(v.as_integer_ratio())
-    D = max(d for _, d in ratios)
-    return [n * (D // d) for n, d in ratios], -(D.bit_length() - 1)
+    x = np.asarray(x, dtype=np.float64)
+    if not (np.isfinite(x).all() and (x >= 0).all()):
+        bad = x[~(np.isfinite(x) & (x >= 0))][0]
+        raise ValueError(f"row entry {float(bad)!r} is not a finite number ≥ 0")
+    mant, ex = np.frexp(x)
+    m = np.ldexp(mant, 53).astype(np.int64)            # exact: |mant| < 1 has 53 bits
+    k = ex.astype(np.int64) - 53
+    nz = m != 0
+    e = int(k[nz].min()) if nz.any() else 0
+    sh = np.where(nz, k - e, 0)
+    return [a << b for a, b in zip(m.tolist(), sh.tolist())], e
 
 
 def ratio(v) -> tuple[int, int]:
@@ -98,8 +104,23 @@ def count_mask(w: list[int]) -> list[bool]:
     return [j in keep for j in range(len(w))]
 
 
+def _masks(x, K):
+    """(head, count) hints of a float row at once: the order of the floats is that of the weights."""
+    x = np.asarray(x, dtype=np.float64)
+    nz = np.flatnonzero(x > 0)
+    L = x.size
+    head = np.zeros(L, bool)
+    cnt = np.zeros(L, bool)
+    if nz.size <= EXACT_ATOMS:
+        head[nz] = True
+    else:
+        head[nz[np.argsort(-x[nz], kind="stable")[:K]]] = True
+    cnt[nz[np.argsort(x[nz], kind="stable")[:(nz.size + 1) // 2]]] = True
+    return head, cnt
+
+
 def _bits(bs) -> str:
-    return "".join("1" if b else "0" for b in bs)
+    return (np.asarray(bs, dtype=np.uint8) + 48).tobytes().decode("ascii")
 
 
 def _q(v) -> str:
@@ -114,8 +135,9 @@ def row_line(ident, x, mask, lo, hi, glo, ghi, tol, regime, K) -> str:
     L = len(w)
     if len(mask) != L:
         raise ValueError(f"witness mask of length {len(mask)} for L = {L}")
+    head, cnt = _masks(x, K)
     return " ".join([str(ident), str(L), *(format(v, "x") for v in w), _bits(mask),
-                     _bits(head_mask(w, K)), _bits(count_mask(w)), _q(lo), _q(hi), _q(glo), _q(ghi), _q(tol), str(int(regime))])
+                     _bits(head), _bits(cnt), _q(lo), _q(hi), _q(glo), _q(ghi), _q(tol), str(int(regime))])
 
 
 # ----------------------------------------------------------------------------- the program

@@ -87,6 +87,14 @@ def test_hints_are_the_topk_and_the_small_half():
     assert cc.head_mask(w, 2) == [True, False, True, True, True, True, True]    # ≤ 24 atoms: every nonzero one
     big = list(range(1, 31))
     assert [j for j, b in enumerate(cc.head_mask(big, 3)) if b] == [27, 28, 29]
+    # the float-row version row_line uses picks the same atoms (ties included)
+    rng = np.random.default_rng(5)
+    for L in (5, 24, 25, 40, 256):
+        for _ in range(20):
+            x = rng.choice([0.0, 2.0**-30, 0.25, 0.5, 1.0, 3.0], size=L) * rng.choice([1.0, rng.random()])
+            w, _ = cc.int_weights(x)
+            head, cnt = cc._masks(x, 12)
+            assert head.tolist() == cc.head_mask(w, 12) and cnt.tolist() == cc.count_mask(w)
 
 
 def test_missing_program_is_an_error_not_a_pass(monkeypatch, tmp_path):
