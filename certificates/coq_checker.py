@@ -3,15 +3,17 @@
 proofs/coq/Checker.v defines ``check_row`` over exact integers and proves
 ``check_row_sound`` (pinned in proofs/coq/Spec.v): a true verdict implies
 θ_lo ≤ θ(p) ≤ θ_hi and gap_lo ≤ 1 − θ(p) ≤ gap_hi for p the exact normalisation of the row,
-with θ the maximum over all subsets of Theta.v.  proofs/coq/extract/build.sh extracts it to
+with θ the maximum over all subsets of Theta.v, and that regime 0 marks exactly the rows
+with some p_i ≥ 1/2.  proofs/coq/extract/build.sh extracts it to
 OCaml (Zarith integers) and links the small text driver of proofs/coq/extract/driver.ml.
 
 This module only turns the folder's float64 values into exact integers and streams them to
 that program (format: docs/checker.md), then reads one verdict per row:
 
 * a row x becomes integer weights w_j with x_j = w_j·2^e for one e (:func:`int_weights`;
-  every float64 is m·2^k with an integer m < 2^53), the claims θ_lo, θ_hi, gap_lo, gap_hi
-  and the tolerance their exact ratios n/d (``float.as_integer_ratio``);
+  every float64 is m·2^k with an integer m < 2^53, read off by numpy.frexp), the claims
+  θ_lo, θ_hi, gap_lo, gap_hi and the tolerance their exact ratios n/d
+  (``float.as_integer_ratio``); the tests check both against Fraction;
 * the witness mask is passed as stored; two search hints are chosen here: the head mask
   (all nonzero atoms when there are at most EXACT_ATOMS, else the topk_K largest, as
   certificates/verify.py does) and the count mask (the ⌈n/2⌉ smallest nonzero atoms).
@@ -32,6 +34,7 @@ import os
 import subprocess
 import sys
 import threading
+
 import numpy as np
 
 from . import inputs as io
