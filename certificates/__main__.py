@@ -1,4 +1,4 @@
-"""Command line: ``python -m certificates certify|verify|report|probe`` (documented in README.md).
+"""Command line: ``python -m certificates certify|verify|report|probe`` (documented in docs/cli.md).
 
 Exit codes, the same for every subcommand: 0 success; 1 a check or verification failed;
 2 bad input or usage (one line on stderr naming the file, row and problem; no traceback;

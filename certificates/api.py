@@ -15,7 +15,7 @@ from . import inputs as io
 
 @dataclass(frozen=True)
 class Certificates:
-    """Certified bounds for n rows (numpy arrays; see README.md, "Certifying attention rows").
+    """Certified bounds for n rows (numpy arrays; see docs/certificates.md).
 
     theta_lo ≤ θ(p) ≤ theta_hi and gap_lo ≤ 1 − θ(p) ≤ gap_hi for p the exact normalisation
     of each row, rounded outward (exact arithmetic on the stored floats).  regime: 0 dominant

@@ -1,6 +1,6 @@
 """``certify``: read row files chunk by chunk, certify every row, write OUTDIR without losing files.
 
-OUTDIR holds certificates.npz (format fixed; documented in README.md, "Certificates"), summary.json,
+OUTDIR holds certificates.npz (format fixed; documented in docs/certificates.md), summary.json,
 metadata.npz (carried metadata arrays, ``input_index``, ``length`` and a descriptive
 float64 ``entropy``), report/ and, for every ``logits`` input i, certified-rows-i.npy:
 the float64 rows that were certified (softmax computed here), so that verify replays

@@ -1,6 +1,6 @@
 """What a certificate folder holds: one definition, shared by certify, verify and report.
 
-Names, dtypes and constants of the format (README.md, "Certifying attention rows"), the
+Names, dtypes and constants of the format (docs/certificates.md), the
 numbers summary.json derives from the certified arrays, and the descriptive entropy column
 of metadata.npz.  numpy only: verify imports this module, never numerics/ or the pipeline.
 """

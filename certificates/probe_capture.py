@@ -243,11 +243,11 @@ class Progress:
 # ----------------------------------------------------------------------------- threads
 
 def free_cores() -> int | None:
-    """Cores not kept busy by other tasks right now (numerics.theta_kernels' load reading),
+    """Cores not kept busy by other tasks right now (certificates.threads' load reading),
     at least 1; None where the load cannot be read."""
-    from numerics.theta_kernels import cpu_count, others_running
-    others = others_running()
-    return None if others is None else max(1, cpu_count() - others)
+    from . import threads
+    others = threads.others_running()
+    return None if others is None else max(1, threads.cpu_count() - others)
 
 
 @contextmanager

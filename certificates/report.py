@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from .folder import CERT_DTYPES, CLOSE_FLOOR, read_arrays
+from .folder import CERT_DTYPES, close_width, read_arrays
 from .inputs import InputError
 from .outdir import REPORT_FILES, settle
 from .probe_figure import absent, cell_text, grid_markdown, grids
@@ -324,7 +324,7 @@ def _grid_section(cert, meta, tol):
     gs, left_out = grids(cert["gap_hi"], cert["regime"], meta)
     if not gs:
         return [], []
-    tol = max(tol, CLOSE_FLOOR)
+    tol = close_width(tol)
     intro = (f"Median certified gap 1 − θ (gap_hi) / share of dominant rows (p_max ≥ 1/2, C4), per layer "
              f"(rows) and head (columns), over the rows of every folder. ≤tol: the median gap is at most the "
              f"tolerance {tol:g}, where the witness search stopped; it says nothing finer about the attention.")

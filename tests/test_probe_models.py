@@ -395,8 +395,8 @@ def test_python_api_token_ids_and_validation(build):
 
 def test_capture_threads_follow_free_cores(monkeypatch):
     """With other tasks running, the capture uses the free cores only, and torch's setting returns."""
-    import numerics.theta_kernels as tk
     from certificates import probe_capture
+    from certificates import threads as tk
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
