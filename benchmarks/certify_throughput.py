@@ -8,12 +8,13 @@
 2. the ``certify`` CLI end to end on a float32 softmax ``.npy`` vs a fresh process that
    loads the file and sums its rows;
 3. ``verify`` on that certificate folder vs the same load-and-sum process;
-4. with ``--spreads``: certify_batch on one thread for other logit spreads (0.3, 1.0: diffuse
-   rows like those near initialisation; 5.0: peaked), with the share of rows stage A
-   leaves to stage B.
+4. with ``--spreads`` (or ``--only-spreads``, alone): certify_batch on one thread for the
+   logit spreads 0.3, 1.0 (diffuse rows like those near initialisation), 2.5 and 5.0
+   (peaked), L = 64…4096, with the share of rows closed and the share stage A leaves to
+   stage B.
 
 Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
-       [--stages] [--spreads]
+       [--stages] [--spreads | --only-spreads] [--reps N]
 Wall-clock times.  Kernel table: each certify run is paired with a row sum timed just
 before it, back to back after an untimed sum (its rows warm in cache: the strictest
 yardstick), and the median of 15 such ratios is shown; a shared machine's slow spells then
@@ -35,8 +36,8 @@ import numba
 import numpy as np
 
 from certificates.pipeline import certify_batch
+from certificates import threads
 from numerics import theta_fused as tf
-from numerics import theta_kernels as tk
 
 
 def rows(n, L, seed=0, dtype=np.float64, spread=2.5):
@@ -74,8 +75,8 @@ def paired_ratios(fns, yard, reps=15, clock=time.perf_counter):
 
 
 def load():
-    others = tk.others_running()
-    return ("load average %.2f %.2f %.2f on %d cores" % (*os.getloadavg(), tk.cpu_count())
+    others = threads.others_running()
+    return ("load average %.2f %.2f %.2f on %d cores" % (*os.getloadavg(), threads.cpu_count())
             + ("" if others is None else f"; {others} other tasks running now"))
 
 
@@ -96,11 +97,11 @@ def kernel_table(elems, stages=False):
                 numba.set_num_threads(nt)
 
         def every():                # the threaded kernels whatever the load (printed above)
-            tk.LOAD_AWARE, old = False, tk.LOAD_AWARE
+            threads.LOAD_AWARE, old = False, threads.LOAD_AWARE
             try:
                 certify_batch(R, 1e-6)
             finally:
-                tk.LOAD_AWARE = old
+                threads.LOAD_AWARE = old
 
         # each run is paired with a row sum timed just before it, its rows warm in cache
         # from an untimed sum (the strictest yardstick: a sum right after certify measured
@@ -127,30 +128,32 @@ def kernel_table(elems, stages=False):
             print(f"{'':>6} of which stage A (1 thread) {t[2]:5.1f}x", flush=True)
 
 
-def spread_table(elems):
-    """Other spreads than the goal's 2.5, one thread: how the cost depends on the rows."""
+def spread_table(elems, reps=7):
+    """Every spread, one thread, L = 64…4096: certify_batch time / row-sum time (the median
+    of ``reps`` paired runs, as in the kernel table), the share of rows closed at 1e-6 and
+    the share stage A leaves open for stage B."""
     nt = numba.get_num_threads()
-    print(f"\nOther logit spreads, one thread (2.5 is the table above):\n{'L':>6} "
-          + " ".join(f"{f'spread {sp}':>11}" for sp in SPREADS) + "   (stage B rows per spread)")
+    print(f"\nLogit spreads, one thread (median of {reps} paired ratios; closed %, stage B %):\n{'L':>6} "
+          + " ".join(f"{f'spread {sp}':>24}" for sp in SPREADS))
     numba.set_num_threads(1)
     try:
-        for L in (64, 256, 1024):
+        for L in SPREAD_LS:
             n = max(16, elems // L)
-            cells, sent = [], []
+            cells = []
             for sp in SPREADS:
                 R = rows(n, L, seed=L, spread=sp)
-                t_s = best_of(lambda: R.sum(axis=1), reps=7)
-                t_c = best_of(lambda: certify_batch(R, 1e-6), reps=3)
+                t = paired_ratios([lambda: certify_batch(R, 1e-6)], lambda: R.sum(axis=1), reps=reps)[0]
+                reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
                 M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
                 tf.stage_a(R, np.full(n, -1, np.int8), 3, 5e-4, 1e-6, M, cols, st)
-                cells.append(f"{t_c / t_s:>10.1f}x")
-                sent.append(f"{100 * np.mean(st == 2):.1f}%")
-            print(f"{L:>6} " + " ".join(cells) + "   (" + ", ".join(sent) + ")", flush=True)
+                cells.append(f"{t:>6.1f}x ({100 * (1 - reg[2] / n):6.2f}%, {100 * np.mean(st == 2):4.1f}%)")
+            print(f"{L:>6} " + " ".join(f"{c:>24}" for c in cells), flush=True)
     finally:
         numba.set_num_threads(nt)
 
 
-SPREADS = (0.3, 1.0, 5.0)
+SPREADS = (0.3, 1.0, 2.5, 5.0)
+SPREAD_LS = (64, 256, 1024, 4096)
 REPS = 15               # paired runs per ratio in the kernel table (the median is shown)
 
 
@@ -220,11 +223,19 @@ def main():
     ap.add_argument("--stages", action="store_true", help="also give stage A's share of the one-thread time")
     ap.add_argument("--spreads", action="store_true",
                     help="also time other logit spreads (diffuse rows near initialisation, peaked rows), one thread")
+    ap.add_argument("--only-spreads", action="store_true",
+                    help="only the spread table (no kernel table, no CLI): the quick check")
+    ap.add_argument("--reps", type=int, default=7, help="paired runs per spread-table ratio (default 7)")
     a = ap.parse_args()
     print(load())
+    if a.only_spreads:
+        certify_batch(rows(64, 64), 1e-6)
+        spread_table(a.elems, a.reps)
+        print(load())
+        return
     kernel_table(a.elems, a.stages)
     if a.spreads:
-        spread_table(a.elems)
+        spread_table(a.elems, a.reps)
     if not a.skip_cli:
         cli_table(262144 if a.gib else a.cli_rows)
     print(load())
