@@ -269,6 +269,72 @@ def kk_row(x, out):
     out[:] = colour
 
 
+@numba.njit(cache=True, fastmath={"nnan", "ninf", "nsz"})
+def _pair_min(c, b2, nb):
+    # min over q < nb of |c + b2[q]| (a min of values computed one way each: order-free)
+    v = np.inf
+    for q in range(nb):
+        w = abs(c + b2[q])
+        v = w if w < v else v
+    return v
+
+
+@numba.njit(cache=True)
+def _quick_swap(x, mk, W, rounds, stop, ia, ib, b2):
+    """Best exchange of one atom of S with one of S^c among the first W nonzero atoms of
+    each side (index order), repeated up to ``rounds`` times while |D| > stop: no sort,
+    at most W² candidate pairs.  On diffuse rows (all atoms comparable, where the fused
+    pass's greedy leaves |D| about an atom's spread) the W² pair differences are dense
+    enough that one exchange nearly always reaches |D| ≤ stop.  Plain float search (the
+    mask is re-scored by the evaluator); returns the new D."""
+    L = x.shape[0]
+    D = 0.0
+    for j in range(L):
+        D += x[j] if mk[j] else -x[j]
+    for _ in range(rounds):
+        if abs(D) <= stop:
+            break
+        na = 0
+        nb = 0
+        for j in range(L):
+            if x[j] > 0.0:
+                if mk[j]:
+                    if na < W:
+                        ia[na] = j
+                        na += 1
+                elif nb < W:
+                    ib[nb] = j
+                    b2[nb] = 2.0 * x[j]
+                    nb += 1
+                if na >= W and nb >= W:
+                    break
+        if na == 0 or nb == 0:
+            break
+        best = abs(D)
+        bp = -1
+        for p in range(na):
+            v = _pair_min(D - 2.0 * x[ia[p]], b2, nb)
+            if v < best:
+                best = v
+                bp = p
+        if bp < 0:
+            break
+        c = D - 2.0 * x[ia[bp]]
+        bq = -1
+        bv = abs(D)
+        for q in range(nb):
+            w = abs(c + b2[q])
+            if w < bv:
+                bv = w
+                bq = q
+        if bq < 0:
+            break
+        mk[ia[bp]] = 0
+        mk[ib[bq]] = 1
+        D = c + b2[bq]
+    return D
+
+
 # ----------------------------------------------------------------------------- stage B driver
 
 SEARCHES = ("window", "swap", "mitm", "kk")     # the witness searches, in the order tried
@@ -286,21 +352,21 @@ def _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M):
 
 
 @numba.njit(cache=True)
-def _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, a, b):
-    # rows a..b−1, with their own scratch
+def _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, glo, ghi, M, a, b):
+    # pass 1 on rows a..b−1: the top-K lemma, then the sort-free quick exchange on the
+    # current witness (most diffuse rows close here, without the sort pass 2 needs)
     L = R.shape[1]
     c = trusted.headroom_bits(L)
     q1 = np.empty(L)
     q2 = np.empty(L)
     ev = np.empty(6)
     mk = np.empty(L, np.uint8)
-    colour = np.empty(L, np.bool_)
-    si = np.empty(L + 1, np.int64)
-    so = np.empty(L + 1, np.int64)
+    ia = np.empty(quick_w, np.int64)
+    ib = np.empty(quick_w, np.int64)
+    b2 = np.empty(quick_w)
     margin = 1.0 + 4.0 * L * 2.0 ** -53
     for i in range(a, b):
         x = R[i]
-        o = O[i]                       # the row's stable argsort
         # the top-K lemma gives nothing when the tail outweighs the largest atom, which
         # T ≥ (K + 1)·max implies (the K top atoms weigh at most K·max); the float sum is
         # within (L − 1)·u of T, so the margin makes this skip only what trusted.topk_row
@@ -317,6 +383,29 @@ def _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, 
             glo[i] = max(glo[i], g)
             if closes:
                 _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
+        if quick_rounds > 0 and not trusted.within(lo[i], hi[i], thr):
+            for j in range(L):
+                mk[j] = M[i, j]
+            _quick_swap(x, mk, quick_w, quick_rounds, quick_stop * Tf, ia, ib, b2)
+            _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
+
+
+@numba.njit(cache=True)
+def _stage_b_span(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, a, b):
+    # pass 2 on rows idx[a..b−1] (O[t]: the stable argsort of row idx[t]), own scratch
+    L = R.shape[1]
+    c = trusted.headroom_bits(L)
+    q1 = np.empty(L)
+    q2 = np.empty(L)
+    ev = np.empty(6)
+    mk = np.empty(L, np.uint8)
+    colour = np.empty(L, np.bool_)
+    si = np.empty(L + 1, np.int64)
+    so = np.empty(L + 1, np.int64)
+    for t in range(a, b):
+        i = idx[t]
+        x = R[i]
+        o = O[t]                       # the row's stable argsort
         for step in range(len(SEARCHES)):
             if trusted.within(lo[i], hi[i], thr):
                 break
@@ -338,40 +427,65 @@ def _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, 
 # serial and threaded drivers defined separately (numba's disk cache is keyed by name and
 # line: see numerics.theta_fused)
 @numba.njit(cache=True)
-def _stage_b_ser(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
-    _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, 0,
-                  R.shape[0])
+def _stage_b_quick_ser(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, glo, ghi, M):
+    _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, glo, ghi, M, 0, R.shape[0])
 
 
 @numba.njit(cache=True, parallel=True)
-def _stage_b_par(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
+def _stage_b_quick_par(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, glo, ghi, M):
     n = R.shape[0]
+    for t in numba.prange((n + 7) // 8):
+        _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, glo, ghi, M,
+                            8 * t, min(n, 8 * t + 8))
+
+
+@numba.njit(cache=True)
+def _stage_b_ser(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
+    _stage_b_span(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, 0,
+                  idx.shape[0])
+
+
+@numba.njit(cache=True, parallel=True)
+def _stage_b_par(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
+    n = idx.shape[0]
     for t in numba.prange((n + 3) // 4):        # 4 rows per task: their costs vary a lot
-        _stage_b_span(R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M,
+        _stage_b_span(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M,
                       4 * t, min(n, 4 * t + 4))
 
 
+QUICK_W = 32            # atoms per side the quick exchange pairs (≤ QUICK_W² pairs a round)
+QUICK_ROUNDS = 2        # quick exchange rounds
+
+
 def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, glo, ghi, M,
-                 parallel=False):
+                 parallel=False, quick_w=QUICK_W, quick_rounds=QUICK_ROUNDS):
     """Stage B of the certify pipeline for rows R (float64, max ≥ 2^−900), in place.
 
     lo, hi, glo, ghi (the rows' bounds so far) and M (uint8, their witnesses) are updated
-    row by row: the top-K lemma (:func:`numerics.trusted.topk_row`: an upper bound, and its
-    witness when it closes), then, while hi − lo > tol (:func:`numerics.trusted.within` with
-    :func:`numerics.trusted.close_threshold`), the searches of SEARCHES in order — the count window, exchanges and
-    flips on the current witness (:func:`_improve_row`, swap_rounds rounds, stopping at |D| ≤
-    swap_stop·T), :func:`_mitm_row` (mitm_k atoms, mitm_flips flips), Karmarkar–Karp —
-    each mask re-scored by :func:`numerics.trusted.score_row` and kept when it proves a
-    larger theta_lo.
-    One compiled loop instead of a batch call per search: the few rows that reach stage B
+    row by row.  Pass 1, every row: the top-K lemma (:func:`numerics.trusted.topk_row`: an
+    upper bound, and its witness when it closes), then, while hi − lo > tol
+    (:func:`numerics.trusted.within` with :func:`numerics.trusted.close_threshold`), the
+    sort-free quick exchange on the current witness (:func:`_quick_swap`: quick_w atoms a
+    side, quick_rounds rounds, 0 skips it, stopping at |D| ≤ swap_stop·T).  Pass 2, the rows
+    still open, each sorted once: the searches of SEARCHES in order — the count window,
+    exchanges and flips on the current witness (:func:`_improve_row`, swap_rounds rounds,
+    stopping at |D| ≤ swap_stop·T), :func:`_mitm_row` (mitm_k atoms, mitm_flips flips),
+    Karmarkar–Karp — each mask re-scored by :func:`numerics.trusted.score_row` and kept
+    when it proves a larger theta_lo (so a pass never loses a bound).
+    Compiled loops instead of a batch call per search: the few rows that reach stage B
     cost microseconds each, and a Python round per search cost more than the searches.
     Rows are independent, so ``parallel`` (the caller's choice: certificates/threads.py)
     runs them on numba's threads with the same results.
     """
     thr = trusted.close_threshold(tol)
-    O = stable_argsort_rows(R)
+    (_stage_b_quick_par if parallel else _stage_b_quick_ser)(
+        R, K, max(int(quick_w), 1), int(quick_rounds), swap_stop, thr, lo, hi, glo, ghi, M)
+    idx = np.flatnonzero(~trusted.closed(lo, hi, tol)).astype(np.int64)
+    if not idx.size:
+        return
+    O = stable_argsort_rows(R[idx])
     (_stage_b_par if parallel else _stage_b_ser)(
-        R, O, K, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M)
+        R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M)
 
 
 def stable_argsort_rows(R):

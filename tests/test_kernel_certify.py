@@ -426,3 +426,85 @@ def test_signed_sums_equal_the_plain_loop_bit_for_bit():
                     a2 += sg * q2[top[i]]
                 ref[t] = a1 + a2
             assert out.tobytes() == ref.tobytes()
+
+
+def test_quick_swap_takes_the_best_exchange_among_its_candidates():
+    # the sort-free exchange of stage B's pass 1: among the first W nonzero atoms of S and
+    # of S^c (index order) it must reach the least |D − 2x_i + 2x_j| (formed as
+    # (D − 2x_i) + 2x_j), or keep the mask when no pair improves on |D|
+    rng = np.random.default_rng(41)
+    moved = 0
+    for _ in range(600):
+        L = int(rng.integers(2, 90))
+        x = _tie_heavy(rng, L) if rng.random() < 0.5 else np.exp(rng.normal(size=L) * rng.uniform(0.1, 2))
+        mk = (rng.random(L) < 0.5).astype(np.uint8)
+        W = int(rng.integers(1, 40))
+        D = 0.0
+        for j in range(L):
+            D += x[j] if mk[j] else -x[j]
+        S = [j for j in range(L) if mk[j] == 1 and x[j] > 0][:W]
+        C = [j for j in range(L) if mk[j] == 0 and x[j] > 0][:W]
+        best = min([abs(D)] + [abs((D - 2.0 * x[i]) + 2.0 * x[j]) for i in S for j in C])
+        m2 = mk.copy()
+        got = tr._quick_swap(x, m2, W, 1, 0.0, np.empty(W, np.int64), np.empty(W, np.int64), np.empty(W))
+        if best < abs(D):
+            moved += 1
+            assert abs(got) == best
+            gone, came = np.flatnonzero(mk & ~m2), np.flatnonzero(m2 & ~mk)
+            assert len(gone) == 1 and len(came) == 1 and gone[0] in S and came[0] in C
+            assert abs((D - 2.0 * x[gone[0]]) + 2.0 * x[came[0]]) == best
+        else:
+            assert got == D and np.array_equal(m2, mk)
+    assert moved > 300
+
+
+def _oracle_families(seed):
+    # near-uniform softmax rows (all atoms comparable: stage B's pass 1 closes them),
+    # near-perfect partitions (θ = 1 − tiny) and tie-heavy rows, L ≤ 40
+    rng = np.random.default_rng(seed)
+    rows = []
+    for L in (7, 12, 19, 25, 32, 40):
+        rows += list(_softmax(seed + L, 3, L, 0.3)) + list(_softmax(seed + 2 * L, 2, L, 1.0))
+        rows += list(_near_perfect(seed + 3 * L, 2, L))
+        rows += [_tie_heavy(rng, L) for _ in range(2)]
+    rows = [r if r.max() > 0 else np.eye(1, r.shape[0])[0] for r in rows]
+    return [np.pad(r, (0, 40 - r.shape[0])) for r in rows]
+
+
+@pytest.mark.parametrize("exact_max", [0, None])
+def test_bounds_contain_exact_theta_on_near_uniform_near_perfect_and_tie_heavy_rows(exact_max):
+    # certify_batch's [θ_lo, θ_hi] (and the gap bounds) must contain the exact θ of
+    # numerics.theta.theta_exact, with and without the exact solver stepping in (with it
+    # off, the searches and lemmas alone must stay sound), and verify must accept each row
+    R = np.array(_oracle_families(51))
+    c = certify_batch(R, 1e-6, exact_max=exact_max)
+    closed = 0
+    for i, row in enumerate(R):
+        ex = theta_exact(row)
+        assert Fraction(c["theta_lo"][i]) <= ex.theta <= Fraction(c["theta_hi"][i]), i
+        assert Fraction(c["gap_lo"][i]) <= ex.delta ** 2 <= Fraction(c["gap_hi"][i]), i
+        rec = {k: float(c[k][i]) for k in KEYS}
+        rec["regime"] = int(c["regime"][i])
+        rec["mask"] = c["witness"][i].tolist()
+        assert check_row(row, rec, Fraction(1e-6), 12) == [], i
+        closed += rec["regime"] != 2
+    assert closed >= 0.9 * R.shape[0]
+
+
+def test_stage_b_pass_one_closes_near_uniform_rows_without_the_sort():
+    # diffuse rows that the fused pass leaves open: the quick exchange alone (pass 2's
+    # searches switched off by an empty list of rows left) must close nearly all of them
+    from numerics import theta_fused as tf
+    R = _softmax(61, 2000, 64, 0.3)
+    n, L = R.shape
+    M, cols, state = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
+    tf.stage_a(R, np.full(n, -1, np.int8), 3, 0.5e-3, 1e-6, M, cols, state)
+    op = np.flatnonzero(state == 2)
+    assert op.size > 1000                          # the fused pass alone leaves most open
+    Ro, Mo = np.ascontiguousarray(R[op]), np.ascontiguousarray(M[op])
+    lo, hi, glo, ghi = (np.ascontiguousarray(cols[k, op]) for k in range(4))
+    tr._stage_b_quick_ser(Ro, 12, tr.QUICK_W, tr.QUICK_ROUNDS, 0.25e-3, trusted.close_threshold(1e-6),
+                          lo, hi, glo, ghi, Mo)
+    assert np.mean(trusted.closed(lo, hi, 1e-6)) > 0.99
+    for t in range(0, op.size, 50):                # each kept witness proves its theta_lo
+        assert Fraction(lo[t]) <= theta_of_mask(Ro[t], sum(1 << j for j in range(L) if Mo[t, j]))
