@@ -116,9 +116,10 @@ for _c in [
     Claim("C11", "LayerNorm Jacobian structure",
           "J_LN(x) = (1/s) diag(γ)(Π − α ĉĉᵀ) with α = σ²/(σ² + eps); J_LN 1 = 0, (1/γ)ᵀ J_LN = 0, "
           "rank d − 2 when eps = 0 and d − 1 when eps > 0, and J_LN c = 0 only when eps = 0.",
-          notes="In Coq (every width d) the closed form is the definition of J_LN, with s any nonzero "
-                "number (s = √(σ² + eps) for LayerNorm) and the rank d − 2 for x not constant; that "
-                "the closed form is LayerNorm's derivative is checked by sympy.diff and autograd.",
+          notes="In Coq (every width d) the facts are proved for the closed form, with s any nonzero "
+                "number and the rank d − 2 for x not constant; over any realType of mathcomp-analysis "
+                "the closed form with s = √(σ² + eps) is proved to be the derivative of LayerNorm along "
+                "every direction (C11_derivative, resting on mathcomp-analysis's three classical axioms).",
           group=_NORM),
     Claim("C12", "Pre-LN residual Jacobian has an additive identity",
           "For a pre-LN sublayer x ↦ x + F(LN x), J_pre = I + J_F(LN x) J_LN(x), and J_pre 1 = 1 "

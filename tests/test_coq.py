@@ -34,7 +34,7 @@ def test_spec_is_in_the_pinned_shape():
     assert coq.sources()[-1] == coq.SPEC
     for t in coq.spec_theorems():
         assert t.statement.startswith(("forall (R : realFieldType) (L : nat)", "forall (R : realType) (L : nat)", "forall (R : realFieldType) (d : nat)",
-                                       "forall (R : realFieldType) (L d : nat)")), t
+                                       "forall (R : realFieldType) (L d : nat)", "forall (R : realType) (d : nat)")), t
 
 
 def _spec_copy(tmp_path: Path) -> Path:
@@ -122,9 +122,9 @@ def test_without_coqc_every_coq_check_skips(monkeypatch):
     load_all()
     monkeypatch.setattr(coq, "coqc", lambda: None)
     mine = [c for c in CHECKS if c.method == "coq"]
-    # c1…c8_coq, c11…c13_coq and the cross-check; a negative control per CONTROLS entry and the
-    # cross-check's.
-    assert len(mine) == len(coq.CLAIM_SCOPES) + 1 + len(coq.CONTROLS) + 1 == 28
+    # c1…c8_coq, c11…c13_coq, the cross-check and the extracted checker's run
+    # (c7_coq_checker_extracted); a negative control per CONTROLS entry and the cross-check's.
+    assert len(mine) == len(coq.CLAIM_SCOPES) + 2 + len(coq.CONTROLS) + 1 == 30
     assert all(c.tier == "coq" for c in mine)
     for c in mine:
         ev = c.run("coq")
@@ -156,7 +156,7 @@ def test_the_allow_list_is_exact_per_theorem(monkeypatch):
     # Only the realType theorems (mathcomp-analysis) may assume anything, and only its three axioms.
     carriers = {t["theorem"]: t["carrier"] for t in coq.coq_theorems()}
     analysis = {n for n, c in carriers.items() if c == "realType"}
-    assert analysis == {"C1_directional", "softmax_distribution", "C2_jacobian"}
+    assert analysis == {"C1_directional", "softmax_distribution", "C2_jacobian", "C11_derivative"}
     assert {n for n in carriers if coq.ALLOWED_AXIOMS.get(n)} == analysis
     assert all(set(coq.ALLOWED_AXIOMS[n]) == set(coq.ANALYSIS_AXIOMS) for n in analysis)
     shown = {t["theorem"]: t["statement"] for t in coq.coq_theorems()}

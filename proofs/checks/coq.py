@@ -66,9 +66,9 @@ CLAIM_SCOPES = {
     "C7": SCOPE + ": θ(x/(a + b)) ≥ 4ab/(a + b)² for any S; θ = 1 − δ²; the certificate checker "
                   "Checker.check_row is sound (check_row_sound)",
     "C8": SCOPE + ", every width d: row-stochastic P gives ‖(PV)_i‖₂² ≤ max_j ‖v_j‖₂² (‖PV‖_B ≤ ‖V‖_B)",
-    "C11": LN_SCOPE + ": for the closed form J_LN (the definition; not proved to be the derivative): "
-                      "J_LN 1 = 0; (1/γ)ᵀ J_LN = 0; rank d − 1 (eps > 0), d − 2 (eps = 0, x not constant); "
-                      "J_LN c = 0 iff eps = 0",
+    "C11": LN_SCOPE + ": the closed form J_LN is LayerNorm's derivative along every direction (over any "
+                      "realType, mathcomp-analysis 0.6.0); J_LN 1 = 0; (1/γ)ᵀ J_LN = 0; rank d − 1 (eps > 0), "
+                      "d − 2 (eps = 0, x not constant); J_LN c = 0 iff eps = 0",
     "C12": LN_SCOPE + ", every L: J_pre = I + J_F J_LN (the chain rule as the definition) fixes a ⊗ 1 "
                       "for any linear J_F",
     "C13": LN_SCOPE + ", every L: e_t ⊗ 1/γ is a left null vector of J_post = J_LN(I + J_F) for any J_F, "
@@ -86,6 +86,8 @@ ALLOWED_AXIOMS: dict[str, tuple[str, ...]] = {
     "C1_directional": ANALYSIS_AXIOMS,
     "softmax_distribution": ANALYSIS_AXIOMS,
     "C2_jacobian": ANALYSIS_AXIOMS,
+    "C11_derivative": ANALYSIS_AXIOMS,
+    "C11_noalpha_refuted": ANALYSIS_AXIOMS,
     "C1_notau_refuted": ANALYSIS_AXIOMS,
 }
 
@@ -125,6 +127,9 @@ CONTROLS = {
                   "J_LN γ = 0 (γ for 1); refuted at d = 2, x = (0, 2), γ = (1, 2), eps = 3, s = 2"),
     "C11_rank": ("C11", "C11_rank.v", "C11_rank_wrong", "C11_rank_refuted.v", "C11_rank_refuted",
                  "rank d − 2 also for eps > 0; refuted at d = 2, x = (0, 2), γ = (1, 1), eps = 3, s = 2"),
+    "C11_noalpha": ("C11", "C11_noalpha.v", "C11_noalpha_wrong", "C11_noalpha_refuted.v", "C11_noalpha_refuted",
+                    "derivative (1/s) diag(γ) Π v without the α ĉĉᵀ term; refuted in every realType at d = 2, "
+                    "x = v = (0, 1), eps = 0 (a derivative is unique)"),
     "C12": ("C12", "C12_noid.v", "C12_noid_wrong", "C12_noid_refuted.v", "C12_noid_refuted",
             "J_F J_LN (a ⊗ 1) = a ⊗ 1 (no identity path); refuted at L = d = 1, J_F = I, a = 1"),
     "C13_gamma": ("C13", "C13_gamma.v", "C13_gamma_wrong", "C13_gamma_refuted.v", "C13_gamma_refuted",
@@ -684,6 +689,12 @@ def c11_coq_negative_gamma(tier):
        scope="Coq: rank J_LN = d − 2 with eps > 0 must fail to prove and is refuted at d = 2, eps = 3")
 def c11_coq_negative_rank(tier):
     return refute_claim("C11_rank")
+
+
+@check("C11", "coq", negative_control=True, guards=("c11_coq",), tier="coq",
+       scope="Coq: the LayerNorm derivative without the α ĉĉᵀ term must fail to prove and is refuted at d = 2")
+def c11_coq_negative_noalpha(tier):
+    return refute_claim("C11_noalpha")
 
 
 @check("C12", "coq", negative_control=True, guards=("c12_coq",), tier="coq",

@@ -1,6 +1,6 @@
 (* C11 (LayerNorm Jacobian structure), for every width d, over any realFieldType.
    J_LN(x) = (1/s) diag(γ) P with P = Π − ccᵀ/(d(σ² + eps)) is the closed form
-   of LayerNorm.v (the definition: its being the derivative is not proved here).
+   of LayerNorm.v (that it is LayerNorm's derivative is LayerNormDerive.v's theorem).
    Proved:
    - J 1 = 0 and 1ᵀP = 0, for any s, eps: Π1 = 0 and cᵀ1 = Σ_i c_i = 0;
    - (1/γ)ᵀ J = 0 when γ has no zero entry: (1/γ)ᵀ diag(γ) = 1ᵀ;
@@ -223,6 +223,35 @@ Lemma ln_jacE x g eps s k l : ln_jac x g eps s k l = s^-1 * (g k * ln_P x eps k 
 Proof.
 rewrite /ln_jac [LHS]mxE mul_diag_mx; congr (_ * _).
 by rewrite [LHS]mxE; congr (_ * _); rewrite mxE.
+Qed.
+
+(* The directional form J_LN(x) v used by LayerNormDerive.v, with w = Πv:
+   (J v)_i = (1/s) γ_i (w_i − c_i (Σ_l c_l w_l)/(d(σ² + eps))). *)
+Lemma sum_delta (F : 'I_d -> R) i : \sum_l (i == l)%:R * F l = F i.
+Proof.
+rewrite (bigD1 i) //= eqxx mul1r big1 ?addr0 // => l hl.
+by rewrite eq_sym (negbTE hl) mul0r.
+Qed.
+
+Lemma sum_cen_mul x v : \sum_l cen x l * v l = \sum_l cen x l * cen v l.
+Proof.
+have -> : \sum_l cen x l * cen v l = \sum_l (cen x l * v l - mean v * cen x l).
+  by apply: eq_bigr => l _; rewrite [cen v l]/cen mulrBr [cen x l * mean v]mulrC.
+by rewrite sumrB -mulr_sumr sum_cen mulr0 subr0.
+Qed.
+
+Lemma ln_jac_col x g eps s v i : (ln_jac x g eps s *m \col_j v j) i 0 =
+  s^-1 * (g i * (cen v i - cen x i * (\sum_l cen x l * cen v l) / (d%:R * (var x + eps)))).
+Proof.
+set D := d%:R * (var x + eps).
+have alg (si gi dl vl dd ci cl D' : R) :
+    si * (gi * (dl - dd - ci * cl / D')) * vl = si * (gi * (dl * vl - dd * vl - ci / D' * (cl * vl))).
+  by ring.
+rewrite mxE (eq_bigr (fun l => s^-1 * (g i * ((i == l)%:R * v l - d%:R^-1 * v l
+                                         - cen x i / D * (cen x l * v l))))) => [|l _]; last first.
+  by rewrite ln_jacE ln_PE mxE alg.
+rewrite -mulr_sumr -mulr_sumr !sumrB sum_delta -!mulr_sumr [in LHS]sum_cen_mul.
+by rewrite [cen v i]/cen /mean [d%:R^-1 * _]mulrC [_ / D * _]mulrAC.
 Qed.
 
 (* ---- the theorems *)

@@ -7,10 +7,11 @@
    J_LN(x) = (1/s) diag(γ) (Π − α ĉĉᵀ), α = σ²/(σ² + eps), ĉ = c/‖c‖, and
    α ĉĉᵀ = ccᵀ/(d(σ² + eps)), which needs no ĉ (so c = 0 is allowed).
 
-   The closed form is the DEFINITION here (`ln_jac`): that it is the derivative
-   of LN is checked by sympy and autograd (proofs/checks/layernorm_c11.py), not
-   in Coq.  The square root s is an argument (R has no square root); the
-   theorems say which of them need s > 0 and s² = σ² + eps.  Likewise the
+   The closed form is defined here as `ln_jac`, with the square root s as an
+   argument (a realFieldType has no square root; the theorems of C11.v say
+   which of them need s ≠ 0).  That it is the derivative of `layernorm` with
+   s = √(σ² + eps) is LayerNormDerive.v's theorem (over a realType, with
+   mathcomp-analysis).  Likewise the
    residual Jacobians are defined by the chain rule, with J_F the Jacobian of the
    sublayer F as an arbitrary map on tangents V ∈ R^(L×d):
      pre-LN  x ↦ x + F(LN x):   J_pre V  = V + J_F (J_LN(x) V),
@@ -47,6 +48,11 @@ End LayerNorm.
 
 Arguments ones {R d}.
 Arguments Pi {R d}.
+
+(* LayerNorm itself, coordinate i: LN(x)_i = γ_i c_i/√(σ² + eps) + β_i (a real closed field has √).
+   LayerNormDerive.v proves that its derivative is the closed form ln_jac with s = √(σ² + eps). *)
+Definition layernorm (R : rcfType) (d : nat) (x g b : 'I_d -> R) (eps : R) (i : 'I_d) : R :=
+  g i * cen x i / Num.sqrt (var x + eps) + b i.
 
 Section Tokens.
 Variables (R : realFieldType) (L d : nat).

@@ -22,7 +22,7 @@ From AttnSens Require Import Theta Softmax.
 From AttnSens Require C1.
 From AttnSens Require C2 C3 C4 C5 C6 C7 C8.
 From AttnSens Require Checker.
-From AttnSens Require LayerNorm C11 C12 C13.
+From AttnSens Require LayerNorm C11 LayerNormDerive C12 C13.
 Import Order.TTheory GRing.Theory Num.Theory.
 Import numFieldTopology.Exports numFieldNormedType.Exports.
 Local Open Scope ring_scope.
@@ -123,7 +123,7 @@ Theorem C8_row_nonexpansive : forall (R : realFieldType) (L : nat) (d : nat) (P 
   forall i, \sum_k (P *m V) i k ^+ 2 <= M.
 Proof. exact (@C8.C8_row_nonexpansive). Qed.
 
-(** C11: ∀ d, x, γ ∈ R^d, eps, s: J_LN(x)·1 = 0, where J_LN(x) := (1/s) diag(γ)(Π − ccᵀ/(d(σ² + eps))) = (1/s) diag(γ)(Π − αĉĉᵀ), Π = I − 11ᵀ/d, c = Πx, σ² = ‖c‖²/d (the closed form is the definition, its being the derivative is not proved in Coq; LayerNorm has s = √(σ² + eps), the facts hold for any s) *)
+(** C11: ∀ d, x, γ ∈ R^d, eps, s: J_LN(x)·1 = 0, where J_LN(x) := (1/s) diag(γ)(Π − ccᵀ/(d(σ² + eps))) = (1/s) diag(γ)(Π − αĉĉᵀ), Π = I − 11ᵀ/d, c = Πx, σ² = ‖c‖²/d (LayerNorm has s = √(σ² + eps), and this closed form is its derivative: C11_derivative; the facts hold for any s) *)
 Theorem C11_kills_ones : forall (R : realFieldType) (d : nat) (x g : 'I_d -> R) (eps s : R),
   LayerNorm.ln_jac x g eps s *m LayerNorm.ones = 0.
 Proof. exact (@C11.C11_kills_ones). Qed.
@@ -148,6 +148,13 @@ Theorem C11_Jc : forall (R : realFieldType) (d : nat) (x g : 'I_d -> R) (eps s :
   0 <= eps -> LayerNorm.var x != 0 -> s != 0 -> (forall i, g i != 0) ->
   (LayerNorm.ln_jac x g eps s *m LayerNorm.cvec x == 0) = (eps == 0).
 Proof. exact (@C11.C11_Jc). Qed.
+
+(** C11: ∀ d, x, γ, β, v ∈ R^d, eps with σ² + eps > 0, i, R any realType: d/dh LN(x + hv)_i at h = 0 is (J_LN(x) v)_i with s = √(σ² + eps), LN(x)_i = γ_i c_i/√(σ² + eps) + β_i (the closed form is LayerNorm's Jacobian, along every direction v) *)
+Theorem C11_derivative : forall (R : realType) (d : nat) (x g b v : 'I_d -> R) (eps : R) (i : 'I_d),
+  0 < LayerNorm.var x + eps ->
+  is_derive (0 : R) (1 : R) (fun h : R => LayerNorm.layernorm (fun j => x j + h * v j) g b eps i)
+    ((LayerNorm.ln_jac x g eps (Num.sqrt (LayerNorm.var x + eps)) *m \col_j v j) i 0).
+Proof. exact (@LayerNormDerive.C11_derivative). Qed.
 
 (** C12: ∀ L, d, X ∈ R^(L×d), γ, eps, s_t, any linear J_F on R^(L×d), a ∈ R^L: J_pre(a ⊗ 1) = a ⊗ 1 (so J_pre 1_t = 1_t for each token t), where J_pre V := V + J_F(J_LN V), J_LN acting token by token (the chain rule for x ↦ x + F(LN x) is the definition) *)
 Theorem C12_pre_ln_identity : forall (R : realFieldType) (L d : nat) (X : 'M[R]_(L, d)) (g : 'I_d -> R) (eps : R)
