@@ -279,37 +279,84 @@ def _pair_min(c, b2, nb):
     return v
 
 
+@numba.njit(cache=True, fastmath={"nnan", "ninf", "nsz"})
+def _sum_max(x):
+    """(a float sum of x, max x) for x ≥ 0: four running sums (any order of a float sum of
+    L nonnegative terms is within (L − 1)·u·T of T, all the caller assumes), a max."""
+    L = x.shape[0]
+    s0 = s1 = s2 = s3 = 0.0
+    m0 = m1 = m2 = m3 = 0.0
+    j = 0
+    while j + 4 <= L:
+        s0 += x[j]
+        s1 += x[j + 1]
+        s2 += x[j + 2]
+        s3 += x[j + 3]
+        m0 = x[j] if x[j] > m0 else m0
+        m1 = x[j + 1] if x[j + 1] > m1 else m1
+        m2 = x[j + 2] if x[j + 2] > m2 else m2
+        m3 = x[j + 3] if x[j + 3] > m3 else m3
+        j += 4
+    while j < L:
+        s0 += x[j]
+        m0 = x[j] if x[j] > m0 else m0
+        j += 1
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    return (s0 + s1) + (s2 + s3), (m2 if m2 > m0 else m0)
+
+
+@numba.njit(cache=True)
+def _signed_total(x, mk):
+    # D = Σ_S x − Σ_{S^c} x as a float, four running sums (order only moves D by roundings)
+    L = x.shape[0]
+    d0 = d1 = d2 = d3 = 0.0
+    j = 0
+    while j + 4 <= L:
+        d0 += (2.0 * mk[j] - 1.0) * x[j]
+        d1 += (2.0 * mk[j + 1] - 1.0) * x[j + 1]
+        d2 += (2.0 * mk[j + 2] - 1.0) * x[j + 2]
+        d3 += (2.0 * mk[j + 3] - 1.0) * x[j + 3]
+        j += 4
+    while j < L:
+        d0 += (2.0 * mk[j] - 1.0) * x[j]
+        j += 1
+    return (d0 + d1) + (d2 + d3)
+
+
 @numba.njit(cache=True)
 def _quick_swap(x, mk, W, rounds, stop, ia, ib, b2):
     """Best exchange of one atom of S with one of S^c among the first W nonzero atoms of
     each side (index order), repeated up to ``rounds`` times while |D| > stop: no sort,
-    at most W² candidate pairs.  On diffuse rows (all atoms comparable, where the fused
+    at most W² candidate pairs, and the scan over S's atoms ends at the first whose best
+    partner reaches |D| ≤ stop (with stop = 0: the best exchange).  On diffuse rows (all atoms comparable, where the fused
     pass's greedy leaves |D| about an atom's spread) the W² pair differences are dense
     enough that one exchange nearly always reaches |D| ≤ stop.  Plain float search (the
-    mask is re-scored by the evaluator); returns the new D."""
+    mask is re-scored by the evaluator); returns the new D.  ia, ib: scratch of L + 1
+    entries (the compaction writes past W), b2: of W."""
     L = x.shape[0]
-    D = 0.0
-    for j in range(L):
-        D += x[j] if mk[j] else -x[j]
+    D = _signed_total(x, mk)
     for _ in range(rounds):
         if abs(D) <= stop:
             break
         na = 0
         nb = 0
-        for j in range(L):
-            if x[j] > 0.0:
-                if mk[j]:
-                    if na < W:
-                        ia[na] = j
-                        na += 1
-                elif nb < W:
-                    ib[nb] = j
-                    b2[nb] = 2.0 * x[j]
-                    nb += 1
-                if na >= W and nb >= W:
-                    break
+        j0 = 0
+        while j0 < L and (na < W or nb < W):    # branch-free compaction, 64 atoms a step
+            j1 = min(L, j0 + 64)
+            for j in range(j0, j1):
+                pos = x[j] > 0.0
+                ia[na] = j
+                ib[nb] = j
+                na += 1 if (pos and mk[j] == 1) else 0
+                nb += 1 if (pos and mk[j] == 0) else 0
+            j0 = j1
+        na = min(na, W)
+        nb = min(nb, W)
         if na == 0 or nb == 0:
             break
+        for q in range(nb):
+            b2[q] = 2.0 * x[ib[q]]
         best = abs(D)
         bp = -1
         for p in range(na):
@@ -317,6 +364,8 @@ def _quick_swap(x, mk, W, rounds, stop, ia, ib, b2):
             if v < best:
                 best = v
                 bp = p
+                if best <= stop:       # good enough: the first S atom that reaches it
+                    break
         if bp < 0:
             break
         c = D - 2.0 * x[ia[bp]]
@@ -361,8 +410,8 @@ def _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, gl
     q2 = np.empty(L)
     ev = np.empty(6)
     mk = np.empty(L, np.uint8)
-    ia = np.empty(quick_w, np.int64)
-    ib = np.empty(quick_w, np.int64)
+    ia = np.empty(L + 1, np.int64)
+    ib = np.empty(L + 1, np.int64)
     b2 = np.empty(quick_w)
     margin = 1.0 + 4.0 * L * 2.0 ** -53
     for i in range(a, b):
@@ -371,11 +420,7 @@ def _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, gl
         # T ≥ (K + 1)·max implies (the K top atoms weigh at most K·max); the float sum is
         # within (L − 1)·u of T, so the margin makes this skip only what trusted.topk_row
         # would return (0, no witness) for: diffuse rows, where the lemma costs ~1.4 µs
-        Tf = 0.0
-        mx = 0.0
-        for j in range(L):
-            Tf += x[j]
-            mx = x[j] if x[j] > mx else mx
+        Tf, mx = _sum_max(x)
         if not Tf >= (K + 1) * mx * margin:
             d, closes = trusted.topk_row(x, K, mk, q1, q2)
             th, g = trusted.hi_from_delta_lo(d)

@@ -439,14 +439,16 @@ def test_quick_swap_takes_the_best_exchange_among_its_candidates():
         x = _tie_heavy(rng, L) if rng.random() < 0.5 else np.exp(rng.normal(size=L) * rng.uniform(0.1, 2))
         mk = (rng.random(L) < 0.5).astype(np.uint8)
         W = int(rng.integers(1, 40))
-        D = 0.0
-        for j in range(L):
-            D += x[j] if mk[j] else -x[j]
+        lanes = [0.0] * 4                  # D as the kernel forms it: four running sums,
+        for j in range(L):                 # the atoms past the last block of 4 in lane 0
+            k = j % 4 if j < L - L % 4 else 0
+            lanes[k] += x[j] if mk[j] else -x[j]
+        D = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
         S = [j for j in range(L) if mk[j] == 1 and x[j] > 0][:W]
         C = [j for j in range(L) if mk[j] == 0 and x[j] > 0][:W]
         best = min([abs(D)] + [abs((D - 2.0 * x[i]) + 2.0 * x[j]) for i in S for j in C])
         m2 = mk.copy()
-        got = tr._quick_swap(x, m2, W, 1, 0.0, np.empty(W, np.int64), np.empty(W, np.int64), np.empty(W))
+        got = tr._quick_swap(x, m2, W, 1, 0.0, np.empty(L + 1, np.int64), np.empty(L + 1, np.int64), np.empty(W))
         if best < abs(D):
             moved += 1
             assert abs(got) == best
@@ -455,6 +457,11 @@ def test_quick_swap_takes_the_best_exchange_among_its_candidates():
             assert abs((D - 2.0 * x[gone[0]]) + 2.0 * x[came[0]]) == best
         else:
             assert got == D and np.array_equal(m2, mk)
+        # with a stop, the scan may end at the first S atom whose best partner reaches it
+        stop = abs(D) * float(rng.uniform(0, 0.5))
+        m3 = mk.copy()
+        got = tr._quick_swap(x, m3, W, 1, stop, np.empty(L + 1, np.int64), np.empty(L + 1, np.int64), np.empty(W))
+        assert abs(got) <= stop or abs(got) == best
     assert moved > 300
 
 
