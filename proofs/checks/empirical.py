@@ -9,7 +9,12 @@ numbers, never hidden.
 """
 from __future__ import annotations
 
+import atexit
+import functools
 import json
+import shutil
+import subprocess
+import tempfile
 from fractions import Fraction
 from pathlib import Path
 
@@ -152,3 +157,113 @@ def e3_dominant_minority(tier):
                    per_layer=[dict(run=r, layer=l, fraction=f) for r, l, f in fractions])
 
 
+
+
+# ----------------------------------------------------------------------------- the Coq-proved checker
+# Tier "coq": the certificates behind E2 and E3 replayed by the checker of proofs/coq/Checker.v
+# (check_row_sound, pinned in Spec.v), extracted to OCaml.  Built once per process into a
+# temporary folder; a missing coqc or ocamlfind is a skip, never a pass.
+
+COQ_SCOPE = SCOPE + "; every certificate replayed by the extracted Coq-proved checker (Checker.v)"
+
+
+def _extracted_checker() -> tuple[str | None, str]:
+    """(path of the freshly built checker or None, why not); built once per process."""
+    from . import coq
+    if coq.coqc() is None:
+        return None, coq.NOT_FOUND
+    if shutil.which("ocamlfind") is None:
+        return None, "ocamlfind not found; install: apt-get install -y ocaml-nox ocaml-findlib libzarith-ocaml-dev"
+    return _build_checker()
+
+
+@functools.cache
+def _build_checker() -> tuple[str | None, str]:
+    from certificates import coq_checker
+    out = Path(tempfile.mkdtemp(prefix="attnsens-e-checker-"))
+    atexit.register(shutil.rmtree, out, True)
+    try:
+        res = subprocess.run(["sh", coq_checker.BUILD, str(out)], capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        return None, "build.sh: timeout after 900 s"
+    if res.returncode != 0:
+        return None, "build.sh failed: " + (res.stdout + res.stderr)[-400:]
+    return str(out / "coq-checker"), ""
+
+
+def _coq_replay() -> tuple[str, str, dict]:
+    """(status, detail, numbers) of the extracted checker on every small-cpu certificate folder."""
+    if (ev := _missing()) is not None:
+        return "skip", ev.detail, {}
+    binary, why = _extracted_checker()
+    if binary is None:
+        return ("fail" if why.startswith("build.sh") else "skip"), why, {}
+    return _replay_with(binary)
+
+
+@functools.cache
+def _replay_with(binary: str) -> tuple[str, str, dict]:
+    from certificates import coq_checker
+    folders = [d / "certificates" for d in sorted(RESULTS.glob("seed-*"))]
+    per, rows, accepted, problems = [], 0, 0, []
+    for cdir in folders:
+        lines, pre, n = coq_checker.folder_lines(str(cdir))
+        verdicts = coq_checker.run_lines(lines, path=binary) if lines else []
+        ok = sum(verdicts)
+        rows, accepted = rows + n, accepted + ok
+        problems += [f"{cdir.parent.name}: {p}" for p in pre]
+        problems += [f"{cdir.parent.name}: row {ln.split(' ', 1)[0]} rejected"
+                     for ln, v in zip(lines, verdicts) if not v]
+        per.append(dict(run=cdir.parent.name, rows=n, accepted=ok))
+    status = "pass" if rows > 0 and accepted == rows and not problems else "fail"
+    detail = (f"{accepted} of {rows} certificates in {len(folders)} folders accepted by the Coq-proved checker"
+              + ("" if status == "pass" else "; " + "; ".join(problems[:5])))
+    return status, detail, dict(rows=rows, accepted=accepted, per_run=per)
+
+
+@check("E2", "coq", tier="coq", scope=COQ_SCOPE)
+def e2_coq_checked(tier):
+    status, detail, numbers = _coq_replay()
+    return Evidence(status, COQ_SCOPE, detail=detail, numbers=numbers)
+
+
+@check("E3", "coq", tier="coq", scope=COQ_SCOPE)
+def e3_coq_checked(tier):
+    status, detail, numbers = _coq_replay()
+    return Evidence(status, COQ_SCOPE, detail=detail, numbers=numbers)
+
+
+def _tampered(line: str, what: str) -> str:
+    """A checker input line with its witness mask emptied or its regime set to dominant."""
+    tok = line.split(" ")
+    L = int(tok[1])
+    if what == "mask":
+        tok[2 + L] = "0" * L
+    else:
+        tok[-1] = "0"
+    return " ".join(tok)
+
+
+@check("E2", "coq", tier="coq", negative_control=True, guards=("e2_coq_checked", "e3_coq_checked"),
+       scope="Coq-proved checker: in each seed folder, a row with θ_lo > 0 given an empty witness, and a "
+             "non-dominant row relabelled dominant, must both be rejected")
+def e2_coq_checker_negative(tier):
+    scope = "extracted checker rejects tampered small-cpu certificates"
+    if (ev := _missing()) is not None:
+        return Evidence("skip", scope, detail=ev.detail)
+    binary, why = _extracted_checker()
+    if binary is None:
+        return Evidence("fail" if why.startswith("build.sh") else "skip", scope, detail=why)
+    from certificates import coq_checker
+    tampered = []
+    for d in sorted(RESULTS.glob("seed-*")):
+        lines, _, _ = coq_checker.folder_lines(str(d / "certificates"))
+        with np.load(d / "certificates" / "certificates.npz") as c:
+            lo, regime = c["theta_lo"], c["regime"]
+        i = int(np.flatnonzero(lo > 0)[0])
+        j = int(np.flatnonzero(regime != 0)[0])
+        tampered += [_tampered(lines[i], "mask"), _tampered(lines[j], "regime")]
+    verdicts = coq_checker.run_lines(tampered, path=binary)
+    ok = len(verdicts) == len(tampered) > 0 and not any(verdicts)
+    return verdict(ok, scope, f"{len(tampered) - sum(verdicts)} of {len(tampered)} tampered rows rejected",
+                   tampered=len(tampered), accepted=sum(verdicts))
