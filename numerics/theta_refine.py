@@ -511,7 +511,7 @@ def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, 
     upper bound, and its witness when it closes), then, while hi − lo > tol
     (:func:`numerics.trusted.within` with :func:`numerics.trusted.close_threshold`), the
     sort-free quick exchange on the current witness (:func:`_quick_swap`: quick_w atoms a
-    side, quick_rounds rounds, 0 skips it, stopping at |D| ≤ swap_stop·T).  Pass 2, the rows
+    side, quick_rounds rounds, 0 skips it, stopping at |D| ≤ ½·√tol·T).  Pass 2, the rows
     still open, each sorted once: the searches of SEARCHES in order — the count window,
     exchanges and flips on the current witness (:func:`_improve_row`, swap_rounds rounds,
     stopping at |D| ≤ swap_stop·T), :func:`_mitm_row` (mitm_k atoms, mitm_flips flips),
@@ -523,8 +523,11 @@ def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, 
     runs them on numba's threads with the same results.
     """
     thr = trusted.close_threshold(tol)
+    # pass 1 stops where the witness alone closes the row with room to spare: |D| ≤
+    # ½·√tol·T gives 1 − θ_S ≤ tol/4 (the fused pass's stop)
+    quick_stop = 0.5 * math.sqrt(max(tol, 0.0))
     (_stage_b_quick_par if parallel else _stage_b_quick_ser)(
-        R, K, max(int(quick_w), 1), int(quick_rounds), swap_stop, thr, lo, hi, glo, ghi, M)
+        R, K, max(int(quick_w), 1), int(quick_rounds), quick_stop, thr, lo, hi, glo, ghi, M)
     idx = np.flatnonzero(~trusted.closed(lo, hi, tol)).astype(np.int64)
     if not idx.size:
         return
