@@ -70,6 +70,7 @@ CORE_GROUP = 16                 # atoms per quick Schroeppel–Shamir group: lis
 BIG_BITS = 20                   # the full layout's long lists hold ≤ 2^20 sums
 QUICK_STEPS = 1 << 16           # pairs a quick walk may visit before the full layout takes over
 MAX_LEAVES = 1 << 16            # core walks in the outer branch and bound before giving up
+QUICK_LEAVES = 64               # quick-only core walks tried first when there are outer atoms
 RESIDUE_BITS = 16               # the lower bound looks at subset sums mod 2^16
 
 
@@ -208,7 +209,15 @@ class _Core:
         self.full = None
 
     def _layout(self, groups):
-        lists = [sorted_sums(to_limbs([self.w[i] for i in g], self.K), self.ks) for g in groups]
+        lists = []
+        for g in groups:
+            vals, masks = sorted_sums(to_limbs([self.w[i] for i in g], self.K), self.ks)
+            # One subset per distinct sum: the walks see the same values (so the same optimum,
+            # and value sets stay symmetric for the complement walk), but rows of many ties
+            # (bfloat16, small integers) no longer walk through every repeat of a sum.
+            keep = np.ones(vals.shape[0], bool)
+            keep[1:] = np.any(vals[1:] != vals[:-1], axis=1)
+            lists.append((np.ascontiguousarray(vals[keep]), np.ascontiguousarray(masks[keep])))
         return groups, lists
 
     def _full(self):
@@ -237,13 +246,14 @@ class _Core:
             mask |= _bits(int(m), g)
         return dev, mask, complete
 
-    def best(self, t: int, lb: int, best: int | None):
+    def best(self, t: int, lb: int, best: int | None, quick_only: bool = False):
         """(dev, mask) minimising |t − 2·(core subset sum)| if that beats best, else None.
 
         Exact and complete: x ≥ v by the walk itself, x < v by the same walk on the
         complements (x' = S_X − x ≥ S_X − v + 1 against t' = 2S − t: |t' − 2s'| = |t − 2s|).
         The quick layout is tried first within QUICK_STEPS pairs a walk; only if that proves
-        nothing does the full layout run without a step limit.
+        nothing does the full layout run without a step limit.  quick_only: stop after the
+        quick walks (then a None proves nothing; the caller uses it only to find a bound).
         """
         if t <= 0:
             cand = (-t, 0)                       # every core atom only adds to 2s − t ≥ 0
@@ -255,7 +265,7 @@ class _Core:
             return cand if best is None or cand[0] < best else None
         v = t * self.S_X // (2 * self.S)  # the middle of X, where a near-perfect pair is likeliest
         res = None
-        for layout, steps in ((self.quick, QUICK_STEPS), (None, -1)):
+        for layout, steps in ((self.quick, QUICK_STEPS), (None, -1))[: 1 if quick_only else 2]:
             done = True
             for tt, vv, flip in ((t, v, False), (2 * self.S - t, self.S_X - v + 1, True)):
                 if best is not None and best <= lb:
@@ -301,29 +311,43 @@ def _ss(w: list[int], K: int, memory_budget: int) -> tuple[int, int]:
     for d in range(len(outer) - 1, -1, -1):
         rest[d] = rest[d + 1] + w[outer[d]]
 
-    best_dev, best_mask, leaves = None, 0, 0
-    stack = [(0, 0, w[big], 0)]  # (depth, sum in S, sum outside S, mask of S)
-    while stack:
-        d, s_in, s_out, m = stack.pop()
-        # every completion has s ∈ [s_in, s_in + rest[d]], so |T − 2s| is at least this
-        bound = max(lb, 2 * s_in - T, T - 2 * (s_in + rest[d]))
-        if best_dev is not None and bound >= best_dev:
-            continue
-        if d == len(outer):
-            leaves += 1
-            if leaves > MAX_LEAVES:
-                raise ValueError(f"partition: {len(w)} atoms, no optimum proved within {MAX_LEAVES} "
-                                 f"core walks of {len(core)} atoms; too hard for the exact solver")
-            res = cw.best(T - 2 * s_in, lb, best_dev)
-            if res is not None:
-                best_dev, best_mask = res[0], m | res[1]
-                if best_dev == lb:
-                    break
-            continue
-        o = outer[d]
-        into = (d + 1, s_in + w[o], s_out, m | 1 << o)
-        away = (d + 1, s_in, s_out + w[o], m)
-        stack += [away, into] if s_in <= s_out else [into, away]  # the lighter side is tried first
+    best = [None, 0]  # deviation, mask of S
+
+    def search(quick: bool, max_leaves: int) -> None:
+        """Depth-first over the outer atoms; each leaf a core walk (quick ones: a bound only)."""
+        leaves = 0
+        stack = [(0, 0, w[big], 0)]  # (depth, sum in S, sum outside S, mask of S)
+        while stack:
+            d, s_in, s_out, m = stack.pop()
+            # every completion has s ∈ [s_in, s_in + rest[d]], so |T − 2s| is at least this
+            bound = max(lb, 2 * s_in - T, T - 2 * (s_in + rest[d]))
+            if best[0] is not None and bound >= best[0]:
+                continue
+            if d == len(outer):
+                leaves += 1
+                if leaves > max_leaves:
+                    if quick:
+                        return
+                    raise ValueError(f"partition: {len(w)} atoms, no optimum proved within {max_leaves} "
+                                     f"core walks of {len(core)} atoms; too hard for the exact solver")
+                res = cw.best(T - 2 * s_in, lb, best[0], quick_only=quick)
+                if res is not None:
+                    best[:] = res[0], m | res[1]
+                    if best[0] == lb:
+                        return
+                continue
+            o = outer[d]
+            into = (d + 1, s_in + w[o], s_out, m | 1 << o)
+            away = (d + 1, s_in, s_out + w[o], m)
+            stack += [away, into] if s_in <= s_out else [into, away]  # the lighter side first
+
+    # Many cheap leaves first (quick walks only: any answer found is real, a miss proves
+    # nothing), then the complete search, which keeps what the first pass found.
+    if outer:
+        search(True, QUICK_LEAVES)
+    if best[0] != lb:
+        search(False, MAX_LEAVES)
+    best_dev, best_mask = best
     return best_mask, best_dev
 
 
