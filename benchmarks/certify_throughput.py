@@ -128,12 +128,13 @@ def kernel_table(elems, stages=False):
             print(f"{'':>6} of which stage A (1 thread) {t[2]:5.1f}x", flush=True)
 
 
-def spread_table(elems, reps=7):
+def spread_table(elems, reps=7, clock=time.perf_counter):
     """Every spread, one thread, L = 64…4096: certify_batch time / row-sum time (the median
     of ``reps`` paired runs, as in the kernel table), the share of rows closed at 1e-6 and
     the share stage A leaves open for stage B."""
     nt = numba.get_num_threads()
-    print(f"\nLogit spreads, one thread (median of {reps} paired ratios; closed %, stage B %):\n{'L':>6} "
+    what = "thread CPU time" if clock is time.thread_time else "wall time"
+    print(f"\nLogit spreads, one thread, {what} (median of {reps} paired ratios; closed %, stage B %):\n{'L':>6} "
           + " ".join(f"{f'spread {sp}':>24}" for sp in SPREADS))
     numba.set_num_threads(1)
     try:
@@ -142,7 +143,8 @@ def spread_table(elems, reps=7):
             cells = []
             for sp in SPREADS:
                 R = rows(n, L, seed=L, spread=sp)
-                t = paired_ratios([lambda: certify_batch(R, 1e-6)], lambda: R.sum(axis=1), reps=reps)[0]
+                t = paired_ratios([lambda: certify_batch(R, 1e-6)], lambda: R.sum(axis=1), reps=reps,
+                                  clock=clock)[0]
                 reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
                 M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
                 tf.stage_a(R, np.full(n, -1, np.int8), 3, 5e-4, 1e-6, M, cols, st)
@@ -226,16 +228,20 @@ def main():
     ap.add_argument("--only-spreads", action="store_true",
                     help="only the spread table (no kernel table, no CLI): the quick check")
     ap.add_argument("--reps", type=int, default=7, help="paired runs per spread-table ratio (default 7)")
+    ap.add_argument("--thread-time", action="store_true",
+                    help="time the one-thread spread table by the calling thread's CPU time (numba's serial "
+                         "kernels run on it): on a shared, oversubscribed machine this leaves out the time "
+                         "other processes hold the core, which wall time counts")
     a = ap.parse_args()
     print(load())
     if a.only_spreads:
         certify_batch(rows(64, 64), 1e-6)
-        spread_table(a.elems, a.reps)
+        spread_table(a.elems, a.reps, time.thread_time if a.thread_time else time.perf_counter)
         print(load())
         return
     kernel_table(a.elems, a.stages)
     if a.spreads:
-        spread_table(a.elems, a.reps)
+        spread_table(a.elems, a.reps, time.thread_time if a.thread_time else time.perf_counter)
     if not a.skip_cli:
         cli_table(262144 if a.gib else a.cli_rows)
     print(load())
