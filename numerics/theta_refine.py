@@ -6,6 +6,11 @@
   outward, so it is ≤ the integer value that certificates/verify.py recomputes with the
   same K.  When the minimising |Σε x| is at least t_K, the mask "top atoms by ε, tail on
   the lighter side" attains it: the row closes.
+* :func:`_quick_swap` — stage B's first search, before any sort: the best exchange of
+  one atom of S with one of S^c among the first W nonzero atoms of each side (W² pairs,
+  stopping at the first that closes the row).  Near-uniform rows (attention at
+  initialisation), where the fused pass's greedy leaves |D| about one atom's spread,
+  nearly all close here.  Plain float search (masks re-scored by the evaluator).
 * :func:`_mitm_row` — a search for diffuse rows of many comparable atoms, where greedy and
   Karmarkar–Karp stall at 1 − θ ≈ 10⁻⁵…10⁻³: everything but the top k atoms is placed by
   the fused pass's greedy, then the top k atoms are split exactly against that remainder
