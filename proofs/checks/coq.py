@@ -30,12 +30,14 @@ from __future__ import annotations
 import atexit
 import functools
 import itertools
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -348,6 +350,48 @@ def build(src: Path = COQ_DIR) -> Build:
     return _build(Path(src).resolve())
 
 
+_REQUIRE = re.compile(rf"\bFrom\s+{LOGICAL}\s+Require\s+(?:(?:Import|Export)\s+)?([^.]*)\.")
+
+
+def requires(text: str) -> set[str]:
+    """The development's modules a file loads (``From AttnSens Require [Import] A B.``)."""
+    return {m for grp in _REQUIRE.findall(strip_comments(text)) for m in grp.split()}
+
+
+def workers() -> int:
+    """coqc processes run at once: one per core (coqc itself is single-threaded)."""
+    return max(1, os.cpu_count() or 1)
+
+
+def compile_all(workdir: Path, names: list[str]) -> dict[str, subprocess.CompletedProcess]:
+    """Compile ``names`` in ``workdir``, each once its AttnSens dependencies among ``names`` have
+    compiled, up to :func:`workers` at a time.  A file whose dependency failed is not run (it has
+    no entry).  The result does not depend on the order in which compiles finish."""
+    deps = {n: {d + ".v" for d in requires((workdir / n).read_text())} & set(names) for n in names}
+    done: dict[str, subprocess.CompletedProcess] = {}
+    pending, running = list(names), {}
+    with ThreadPoolExecutor(max_workers=workers()) as pool:
+        while pending or running:
+            blocked = {n for n in pending if any(d in done and done[d].returncode != 0 for d in deps[n])}
+            pending = [n for n in pending if n not in blocked]
+            for n in [n for n in pending if deps[n] <= {d for d in done if done[d].returncode == 0}]:
+                pending.remove(n)
+                running[pool.submit(_timed_coqc, workdir, n)] = n
+            if not running:
+                break                                   # the rest wait on a failed file
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                done[running.pop(fut)] = fut.result()
+    return done
+
+
+def _timed_coqc(workdir: Path, name: str) -> subprocess.CompletedProcess:
+    t0 = time.perf_counter()
+    res = run_coqc(workdir, name)
+    res.seconds = round(time.perf_counter() - t0, 2)
+    return res
+
+
 @functools.lru_cache(maxsize=None)
 def _build(src: Path) -> Build:
     work = Path(tempfile.mkdtemp(prefix="attnsens-coq-"))
@@ -359,15 +403,27 @@ def _build(src: Path) -> Build:
     b = Build(True, work)
     for name in sources(src):
         b.forbidden += [(name, w) for w in scan((src / name).read_text())[0]]
-    for name in sources(src):
-        t0 = time.perf_counter()
-        res = run_coqc(work, name)
-        b.seconds[name] = round(time.perf_counter() - t0, 2)
-        if res.returncode != 0:
+    results = compile_all(work, sources(src))
+    for name in sources(src):                           # the first failure in _CoqProject order
+        res = results.get(name)
+        if res is not None:
+            b.seconds[name] = res.seconds
+        if res is None or res.returncode != 0:
             b.ok, b.failed = False, name
-            b.log = f"{name}: exit {res.returncode}\n{_tail(res.stdout + res.stderr)}"
+            b.log = (f"{name}: exit {res.returncode}\n{_tail(res.stdout + res.stderr)}" if res is not None
+                     else f"{name}: not compiled (a file it requires failed)")
             break
     return b
+
+
+@functools.lru_cache(maxsize=None)
+def _control_runs(src: Path) -> dict[str, subprocess.CompletedProcess]:
+    """Every control's proof attempt and refutation, compiled at once in the build folder (they
+    only load the compiled development, never each other)."""
+    b = _build(src)
+    files = sorted({f for c in CONTROLS.values() for f in (c[1], c[3])})
+    with ThreadPoolExecutor(max_workers=workers()) as pool:
+        return dict(zip(files, pool.map(lambda f: run_coqc(b.workdir, f), files)))
 
 
 def _tail(text: str, lines: int = 15) -> str:
@@ -489,7 +545,8 @@ def refute_claim(control: str, src: Path = COQ_DIR) -> Evidence:
     b = build(src)
     if not b.ok:
         return Evidence("fail", scope, detail=f"the development did not compile:\n{b.log}")
-    res = run_coqc(b.workdir, attempt)
+    runs = _control_runs(Path(src).resolve())
+    res = runs[attempt]
     out = res.stdout + res.stderr
     hits = list(_ERROR_AT.finditer(out))
     start, end = proof_span(b.workdir / attempt, wrong)
@@ -499,7 +556,7 @@ def refute_claim(control: str, src: Path = COQ_DIR) -> Evidence:
     if res.returncode == 0 or not located:
         return Evidence("fail", scope, numbers=nums,
                         detail=f"{attempt}: the wrong variant was not rejected inside {wrong}:\n{_tail(out)}")
-    ref = run_coqc(b.workdir, refutation)
+    ref = runs[refutation]
     if ref.returncode != 0:
         return Evidence("fail", scope, numbers=nums,
                         detail=f"{refutation} did not compile:\n{_tail(ref.stdout + ref.stderr)}")
