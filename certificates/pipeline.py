@@ -9,8 +9,9 @@ A. one fused pass per row (:func:`numerics.theta_fused.stage_a`, numba, rows ind
    first fit on both sides of the crossing atom and, rarely, best single flips — and its
    certified value;
 B. (:mod:`numerics.theta_refine`) the top-K interval lemma (an upper bound; its closing
-   witness: most rows reaching B have θ truly below 1 − tol), then, on rows still open,
-   the count window (⌈n/2⌉ consecutive sorted atoms), best exchanges and flips on the
+   witness: most rows reaching B have θ truly below 1 − tol), then a sort-free pass (the
+   best exchange of one atom of S with one of Sᶜ among the first 32 on each side, which
+   closes most near-uniform rows), then, on rows still open, the count window (⌈n/2⌉ consecutive sorted atoms), best exchanges and flips on the
    current witness, a meet-in-the-middle split of the top atoms against a greedy
    remainder, Karmarkar–Karp — one compiled pass over the open rows,
    :func:`numerics.theta_refine.stage_b_rows` — and last the count lemma (how many tail
