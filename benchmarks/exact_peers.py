@@ -228,7 +228,8 @@ def main(argv=None) -> int:
                     c = cell(ts, ss, n)
                     both = [(a, b) for a, b, s, so in zip(ts, ours_t, ss, ours_s) if s == so == "ok"]
                     if both:
-                        c += f" ({statistics.median(a for a, _ in both) / statistics.median(b for _, b in both):.0f}×)"
+                        r = statistics.median(a for a, _ in both) / statistics.median(b for _, b in both)
+                        c += f" ({r:.0f}×)" if r >= 10 else f" ({r:.2g}×)"
                     line += f" {c:>22}"
                 note = "" if all(s == "ok" for s in ours_s) else "  (ours past the cap)"
                 print(line + f"  {agree}/{n}{note}", flush=True)
