@@ -201,7 +201,7 @@ def main(argv=None) -> int:
     try:
         for kind in args.kinds.split(","):
             for L in Ls:
-                ours_t, ours_s, devs, bits = [], [], [], []
+                ours_t, ours_s, bits = [], [], []
                 res = {p: ([], []) for p in peers}
                 agree = 0
                 for row in rows(kind, L, n, rng):
