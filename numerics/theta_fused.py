@@ -4,7 +4,8 @@ Per row, the trusted steps (:mod:`numerics.trusted`, each citing the invariants 
 docs/soundness.md): the max, the exact extraction parts and totals, the dominant-atom test
 and the singleton witness, the exact parts of the witness, its outward-rounded value and
 the closed/open state.  Between them one call of the untrusted search :func:`_search`,
-which only writes the witness mask of a non-dominant row: greedy on the big atoms (≥ max·2^−4) in exponent order; the index-order
+which only writes the witness mask of a non-dominant row: greedy on the big atoms (≥ max·2^−4, or only the max's ties on a diffuse row, one with more
+than L/4 of those) in exponent order; the index-order
 prefix of small atoms whose exact doubled q₁ sum crosses what the lighter side lacks (C5:
 D then changes sign at one crossing atom k); then *first fit* on both sides of k — from
 D ≤ 0 (k left out) a later small atom joins S when D stays ≤ 0, and, if that does not
@@ -36,6 +37,8 @@ from numerics.theta_kernels import BIG_BITS, BLOCK, prefix_crossing
 
 FF_WIN = 64             # atoms tried by first fit on each side of the crossing (≤ 64: a word)
 RB = 64                 # rows whose outward rounding runs as one vectorised loop
+DIFFUSE_DEN = 4         # a row with more than L/DIFFUSE_DEN atoms ≥ max·2^−bits is diffuse:
+DIFFUSE_BITS = 0        # its big atoms are those ≥ max·2^−DIFFUSE_BITS (the max's ties only)
 
 
 @numba.njit(cache=True)
@@ -89,6 +92,29 @@ def _expand(Sw, m):
             mw[t] = np.uint8((x >> np.uint64(t)) & np.uint64(1))
 
 
+@numba.njit(cache=True, inline="always")
+def _mark(R, i, tau, Wb, p2x):
+    # the atoms x ≥ tau of row i as bit words Wb, first fit's steps p2x (2x, +inf for
+    # those atoms); returns their count
+    L = R.shape[1]
+    nbig = 0
+    for w in range((L + 63) >> 6):
+        j0 = w * 64
+        xs = R[i, j0:min(L, j0 + 64)]
+        ps = p2x[j0:j0 + xs.shape[0]]
+        wb = np.uint64(0)
+        c = 0
+        for t in range(xs.shape[0]):
+            x = xs[t]
+            big = x >= tau
+            ps[t] = np.inf if big else 2.0 * x
+            wb |= np.uint64(big) << np.uint64(t)
+            c += np.int64(big)
+        Wb[w] = wb
+        nbig += c
+    return nbig
+
+
 @numba.njit(cache=True, error_model="numpy", inline="always")
 def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, cnt, order, Sw, Wb, p2x):
     """Untrusted: a witness mask for non-dominant row i, written to M[i] (nothing else).
@@ -98,14 +124,21 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     nwd = (L + 63) >> 6                # 64-atom words per row
     ones = np.uint64(0xFFFFFFFFFFFFFFFF)
     tau = m * trusted.POW2[1074 - bits]   # 2^−bits·max, exact (a table read, not a pow())
+    # the big atoms of each 64-atom word as a bit mask Wb (a vectorised compare) and
+    # first fit's steps p2x.  A diffuse row (more than L/DIFFUSE_DEN big atoms) would make
+    # the greedy a serial chain over most of the row: there only the atoms at the max are
+    # big (the rest goes to the prefix crossing and first fit), a far cheaper witness
+    if DIFFUSE_DEN * _mark(R, i, tau, Wb, p2x) > L:
+        bits = DIFFUSE_BITS
+        tau = m * trusted.POW2[1074 - bits]
+        _mark(R, i, tau, Wb, p2x)
     # the witness S is built as bits Sw (one word per 64 atoms), written to M once
     for w in range(nwd):
         Sw[w] = 0
     for j in range(L):     # q₁ of the small atoms, 0 for the big ones
         qs[j] = q1[j] if R[i, j] < tau else 0.0
     # greedy on the big atoms in (exponent, index) order; the max is big, so the
-    # largest big exponent is the max's.  The big atoms of each 64-atom word are
-    # a bit mask Wb (a vectorised compare); walking its set bits gives each big
+    # largest big exponent is the max's.  Walking the set bits of Wb gives each big
     # atom's exponent step below the max (the last step also holds the lower
     # ones) and its rank within its step; then a stable counting sort, and the
     # greedy: three loops of one trip count each (the trip counts are what the
@@ -116,16 +149,7 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     nb = 0
     for w in range(nwd):
         j0 = w * 64
-        j1 = min(L, j0 + 64)
-        xs = R[i, j0:j1]
-        ps = p2x[j0:j1]
-        wb = np.uint64(0)
-        for t in range(xs.shape[0]):
-            x = xs[t]
-            big = x >= tau
-            ps[t] = np.inf if big else 2.0 * x     # first fit's steps (below)
-            wb |= np.uint64(big) << np.uint64(t)
-        Wb[w] = wb
+        wb = Wb[w]
         while wb != 0:
             j = np.uint64(j0) + trailing_zeros(wb)
             wb &= wb - np.uint64(1)

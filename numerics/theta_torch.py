@@ -16,7 +16,7 @@ import numpy as np
 
 from numerics import theta_kernels as tk
 from numerics import trusted
-from numerics.theta_fused import FF_WIN
+from numerics.theta_fused import DIFFUSE_BITS, DIFFUSE_DEN, FF_WIN
 
 
 def _int_bits(x):
@@ -55,11 +55,15 @@ def stage_a_torch(R: np.ndarray, force: np.ndarray, flips: int, stop_rel: float,
     rows = torch.arange(n, device=device)
 
     # greedy on the big atoms in (exponent bucket, index) order
-    tau = m * 2.0 ** -bits
+    # (a diffuse row, more than L/DIFFUSE_DEN atoms ≥ max·2^−bits, uses DIFFUSE_BITS)
+    tau4 = m * 2.0 ** -bits
+    diffuse = DIFFUSE_DEN * (x >= tau4[:, None]).sum(dim=1) > L
+    tau = torch.where(diffuse, m * 2.0 ** -DIFFUSE_BITS, tau4)
     big = x >= tau[:, None]
     eb = _int_bits(x)
     em = _int_bits(m)
-    bucket = torch.clamp(em[:, None] - eb, max=bits)
+    rbits = torch.where(diffuse, torch.full_like(em, DIFFUSE_BITS), torch.full_like(em, bits))
+    bucket = torch.minimum(em[:, None] - eb, rbits[:, None])
     key = torch.where(big, bucket * L + torch.arange(L, device=device)[None, :],
                       torch.full_like(bucket, (bits + 1) * L))
     order = torch.argsort(key, dim=1, stable=True)
