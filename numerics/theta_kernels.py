@@ -2,7 +2,8 @@
 
 Search (no rigour needed: every mask is re-scored by the trusted evaluator,
 :func:`numerics.trusted.score_row`).  For non-dominant rows: "big" atoms (≥
-max·2^−BIG_BITS) are placed by greedy in decreasing exponent order (an O(L) stand-in for
+max·2^−BIG_BITS; on a diffuse row, where more than L/4 atoms are, only the max's ties:
+``theta_fused.DIFFUSE_DEN``) are placed by greedy in decreasing exponent order (an O(L) stand-in for
 sorted greedy/LPT), then the small atoms, in index order, fill the lighter side up to the
 prefix crossing (C5: what is left is at most one small atom), then up to ``flips`` best
 single flips.  Each decision uses exact q₁ sums or elementwise float operations in a fixed
