@@ -124,13 +124,15 @@ def test_without_coqc_every_coq_check_skips(monkeypatch):
     mine = [c for c in CHECKS if c.method == "coq" and c.func.__module__ == coq.__name__]
     # The empirical claims' replays by the extracted checker (proofs/checks/empirical.py) skip too.
     others = [c for c in CHECKS if c.method == "coq" and c.func.__module__ != coq.__name__]
-    assert {c.name for c in others} == {"e2_coq_checked", "e3_coq_checked", "e2_coq_checker_negative"}
+    assert {c.name for c in others} == {"e2_coq_checked", "e3_coq_checked", "e2_coq_checker_negative",
+                                      "e3_coq_checker_negative"}
     for c in others:
         ev = c.run("coq")
         assert ev.status == "skip" and coq.INSTALL in ev.detail, (c.name, ev.status)
     # c1…c8_coq, c11…c13_coq, the cross-check and the extracted checker's run
-    # (c7_coq_checker_extracted); a negative control per CONTROLS entry and the cross-check's.
-    assert len(mine) == len(coq.CLAIM_SCOPES) + 2 + len(coq.CONTROLS) + 1 == 30
+    # (c7_coq_checker_extracted); a negative control per CONTROLS entry, the cross-check's and
+    # the extracted checker's.
+    assert len(mine) == len(coq.CLAIM_SCOPES) + 2 + len(coq.CONTROLS) + 2 == 31
     assert all(c.tier == "coq" for c in mine)
     for c in mine:
         ev = c.run("coq")
