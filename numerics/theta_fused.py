@@ -33,12 +33,14 @@ import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from numerics import trusted
-from numerics.theta_kernels import BIG_BITS, BLOCK, prefix_crossing
+from numerics.theta_kernels import BIG_BITS, BLOCK, exchange_window, prefix_crossing
 
 FF_WIN = 64             # atoms tried by first fit on each side of the crossing (≤ 64: a word)
 RB = 64                 # rows whose outward rounding runs as one vectorised loop
 DIFFUSE_DEN = 4         # a row with more than L/DIFFUSE_DEN atoms ≥ max·2^−bits is diffuse:
 DIFFUSE_BITS = 0        # its big atoms are those ≥ max·2^−DIFFUSE_BITS (the max's ties only)
+EX_SPAN = 64            # the exchange pass pairs atoms among EX_SPAN around the crossing
+EX_ROUNDS = 2           # exchange rounds after first fit, while |D| > stop
 
 
 @numba.njit(cache=True)
@@ -128,7 +130,8 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     # first fit's steps p2x.  A diffuse row (more than L/DIFFUSE_DEN big atoms) would make
     # the greedy a serial chain over most of the row: there only the atoms at the max are
     # big (the rest goes to the prefix crossing and first fit), a far cheaper witness
-    if DIFFUSE_DEN * _mark(R, i, tau, Wb, p2x) > L:
+    diffuse = DIFFUSE_DEN * _mark(R, i, tau, Wb, p2x) > L
+    if diffuse:
         bits = DIFFUSE_BITS
         tau = m * trusted.POW2[1074 - bits]
         _mark(R, i, tau, Wb, p2x)
@@ -195,7 +198,7 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     # (and likewise fl(D − 2x) ≥ 0 ⇔ D ≥ 2x going back)
     stop = stop_rel * T1
     D = d_wo
-    hj = k + 1 + FF_WIN if k + 1 + FF_WIN < L else L
+    hj = k + 1 if diffuse else (k + 1 + FF_WIN if k + 1 + FF_WIN < L else L)
     fw = np.uint64(0)
     nf = 0
     for j in range(k + 1, hj):
@@ -211,7 +214,7 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     Db = d_with
     bw = np.uint64(0)
     nw = 0
-    if k < L and abs(D) > stop:
+    if k < L and abs(D) > stop and not diffuse:
         lj = k - FF_WIN if k - FF_WIN > 0 else 0
         for j in range(k - 1, lj - 1, -1):
             if abs(Db) <= stop:
@@ -236,7 +239,12 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
         if off != 0 and w0 + 1 < nwd:
             Sw[w0 + 1] |= fw >> (np.uint64(64) - off)
     _expand(Sw, M[i])
-    # best single flips (on M)
+    # the best exchange of an atom of S with one of S^c among EX_SPAN consecutive atoms
+    # around the crossing (S's prefix ends there: what closes diffuse rows, where first
+    # fit finds no atom small enough), then best single flips, both on M; p2x is free
+    # scratch by now
+    j0 = min(max(k - (EX_SPAN >> 1), 0), max(L - EX_SPAN, 0))
+    D = exchange_window(R[i], M[i], j0, EX_SPAN, EX_ROUNDS, stop, D, p2x)
     for _ in range(flips):
         if abs(D) <= stop:
             break

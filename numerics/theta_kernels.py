@@ -84,6 +84,120 @@ def flip_more(x, mk, D, flips, stop):
     return D
 
 
+@numba.njit(cache=True, fastmath={"nnan", "nsz"})
+def pair_min(c, b2, nb):
+    """min over q < nb of |c + b2[q]| (a min of values computed one way each: order-free;
+    b2 may hold +inf, c is finite)."""
+    v = np.inf
+    for q in range(nb):
+        w = abs(c + b2[q])
+        v = w if w < v else v
+    return v
+
+
+@numba.njit(cache=True, inline="always")
+def exchange_window(x, mk, j0, span, rounds, stop, D, b2):
+    """Stage A's exchange: the best exchange of an atom of S with one of S^c, both among
+    the nonzero atoms with index in [j0, j0 + span), repeated up to ``rounds`` times while
+    |D| > stop; D is the caller's float Σ_S x − Σ_{S^c} x for mk.  The scan over S's atoms
+    (index order) takes the first whose best partner reaches |D| ≤ stop, else the first
+    attaining the least |D'| (if below |D|); its partner is the first attaining that
+    value.  A window of consecutive atoms (stage A centres it on the prefix crossing,
+    where S ends and S^c begins) instead of the first W atoms of each side (stage B's
+    :func:`exchange`): no compaction, whose data-dependent stores cost more than the
+    scan.  b2: scratch of ≥ span entries.  Plain float search (the mask is re-scored by
+    the evaluator); the torch twin (numerics.theta_torch) makes the same choices."""
+    E = min(span, x.shape[0] - j0)
+    for _ in range(rounds):
+        if abs(D) <= stop:
+            break
+        for q in range(E):             # 2x on S^c's candidates, +inf elsewhere
+            v = x[j0 + q]
+            b2[q] = 2.0 * v if (mk[j0 + q] == 0 and v > 0.0) else np.inf
+        best = abs(D)
+        bp = -1
+        for p in range(E):
+            v = x[j0 + p]
+            if mk[j0 + p] == 1 and v > 0.0:
+                w = pair_min(D - 2.0 * v, b2, E)
+                if w < best:
+                    best = w
+                    bp = p
+                    if best <= stop:   # good enough: the first S atom that reaches it
+                        break
+        if bp < 0:
+            break
+        c = D - 2.0 * x[j0 + bp]
+        bq = 0
+        while abs(c + b2[bq]) != best:  # the first partner attaining it (one exists)
+            bq += 1
+        mk[j0 + bp] = 0
+        mk[j0 + bq] = 1
+        D = c + b2[bq]
+    return D
+
+
+@numba.njit(cache=True, inline="always")
+def exchange(x, mk, W, rounds, stop, D, ia, ib, b2):
+    """Best exchange of one atom of S with one of S^c among the first W nonzero atoms of
+    each side (index order), repeated up to ``rounds`` times while |D| > stop; D is the
+    caller's float Σ_S x − Σ_{S^c} x for mk.  No sort, at most W² candidate pairs a round:
+    the scan over S's atoms takes the first whose best partner reaches |D| ≤ stop, else the
+    first attaining the least |D'| (if below |D|), and its partner is the first attaining
+    that least value.  On diffuse rows (all atoms comparable: greedy and the prefix
+    crossing leave |D| about an atom's spread) the W² pair differences are dense enough
+    that one exchange nearly always reaches |D| ≤ stop.  Plain float search (the mask is
+    re-scored by the evaluator); returns the new D.  ia, ib: scratch of L entries, b2: of
+    W.  The torch twin (numerics.theta_torch) makes the same choices."""
+    L = x.shape[0]
+    for _ in range(rounds):
+        if abs(D) <= stop:
+            break
+        na = 0
+        nb = 0
+        j0 = 0
+        while j0 < L and (na < W or nb < W):    # branch-free compaction, 64 atoms a step
+            j1 = min(L, j0 + 64)
+            for j in range(j0, j1):
+                pos = x[j] > 0.0
+                ia[na] = j
+                ib[nb] = j
+                na += 1 if (pos and mk[j] == 1) else 0
+                nb += 1 if (pos and mk[j] == 0) else 0
+            j0 = j1
+        na = min(na, W)
+        nb = min(nb, W)
+        if na == 0 or nb == 0:
+            break
+        for q in range(nb):
+            b2[q] = 2.0 * x[ib[q]]
+        best = abs(D)
+        bp = -1
+        for p in range(na):
+            v = pair_min(D - 2.0 * x[ia[p]], b2, nb)
+            if v < best:
+                best = v
+                bp = p
+                if best <= stop:       # good enough: the first S atom that reaches it
+                    break
+        if bp < 0:
+            break
+        c = D - 2.0 * x[ia[bp]]
+        bq = -1
+        bv = abs(D)
+        for q in range(nb):
+            w = abs(c + b2[q])
+            if w < bv:
+                bv = w
+                bq = q
+        if bq < 0:
+            break
+        mk[ia[bp]] = 0
+        mk[ib[bq]] = 1
+        D = c + b2[bq]
+    return D
+
+
 @numba.njit(cache=True)
 def split_small(x, q1, tau, qs, mk):
     # qs = q₁ on the small atoms, 0 on the big ones; mk cleared; returns the number of bigs

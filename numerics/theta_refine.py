@@ -32,7 +32,7 @@ import numba
 import numpy as np
 
 from numerics import trusted
-from numerics.theta_kernels import big_greedy_tail, flip_more
+from numerics.theta_kernels import big_greedy_tail, exchange, flip_more
 
 
 @numba.njit(cache=True)
@@ -275,16 +275,6 @@ def kk_row(x, out):
 
 
 @numba.njit(cache=True, fastmath={"nnan", "ninf", "nsz"})
-def _pair_min(c, b2, nb):
-    # min over q < nb of |c + b2[q]| (a min of values computed one way each: order-free)
-    v = np.inf
-    for q in range(nb):
-        w = abs(c + b2[q])
-        v = w if w < v else v
-    return v
-
-
-@numba.njit(cache=True, fastmath={"nnan", "ninf", "nsz"})
 def _sum_max(x):
     """(a float sum of x, max x) for x ≥ 0: four running sums (any order of a float sum of
     L nonnegative terms is within (L − 1)·u·T of T, all the caller assumes), a max."""
@@ -339,57 +329,8 @@ def _quick_swap(x, mk, W, rounds, stop, ia, ib, b2):
     enough that one exchange nearly always reaches |D| ≤ stop.  Plain float search (the
     mask is re-scored by the evaluator); returns the new D.  ia, ib: scratch of L + 1
     entries (the compaction writes past W), b2: of W."""
-    L = x.shape[0]
-    D = _signed_total(x, mk)
-    for _ in range(rounds):
-        if abs(D) <= stop:
-            break
-        na = 0
-        nb = 0
-        j0 = 0
-        while j0 < L and (na < W or nb < W):    # branch-free compaction, 64 atoms a step
-            j1 = min(L, j0 + 64)
-            for j in range(j0, j1):
-                pos = x[j] > 0.0
-                ia[na] = j
-                ib[nb] = j
-                na += 1 if (pos and mk[j] == 1) else 0
-                nb += 1 if (pos and mk[j] == 0) else 0
-            j0 = j1
-        na = min(na, W)
-        nb = min(nb, W)
-        if na == 0 or nb == 0:
-            break
-        for q in range(nb):
-            b2[q] = 2.0 * x[ib[q]]
-        best = abs(D)
-        bp = -1
-        for p in range(na):
-            v = _pair_min(D - 2.0 * x[ia[p]], b2, nb)
-            if v < best:
-                best = v
-                bp = p
-                if best <= stop:       # good enough: the first S atom that reaches it
-                    break
-        if bp < 0:
-            break
-        c = D - 2.0 * x[ia[bp]]
-        bq = -1
-        bv = abs(D)
-        for q in range(nb):
-            w = abs(c + b2[q])
-            if w < bv:
-                bv = w
-                bq = q
-        if bq < 0:
-            break
-        mk[ia[bp]] = 0
-        mk[ib[bq]] = 1
-        D = c + b2[bq]
-    return D
+    return exchange(x, mk, W, rounds, stop, _signed_total(x, mk), ia, ib, b2)
 
-
-# ----------------------------------------------------------------------------- stage B driver
 
 SEARCHES = ("window", "swap", "mitm", "kk")     # the witness searches, in the order tried
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from numerics import theta_kernels as tk
 from numerics import trusted
-from numerics.theta_fused import DIFFUSE_BITS, DIFFUSE_DEN, FF_WIN
+from numerics.theta_fused import DIFFUSE_BITS, DIFFUSE_DEN, EX_ROUNDS, EX_SPAN, FF_WIN
 
 
 def _int_bits(x):
@@ -30,6 +30,43 @@ def _pow2(k):
     kb = k + 1023
     v = (kb.clamp(1, 2046) << 52).view(torch.float64)
     return torch.where((kb >= 1) & (kb <= 2046), v, torch.ldexp(torch.ones_like(v), k.to(torch.float64)))
+
+
+def _exchange_window(x, mk, D, stop, k, rows):
+    """:func:`numerics.theta_kernels.exchange_window` for all rows at once, each on its
+    window of EX_SPAN atoms around its crossing k (mk updated in place, the new D
+    returned): the same values, computed by the same IEEE operations, and the same
+    first-index choices."""
+    import torch
+    L = x.shape[1]
+    E = min(EX_SPAN, L)
+    j0 = torch.clamp(torch.clamp(k - (EX_SPAN >> 1), min=0), max=max(L - EX_SPAN, 0))
+    cols = j0[:, None] + torch.arange(E, device=x.device)[None, :]
+    xs = x.gather(1, cols)
+    inf = torch.full_like(xs, float("inf"))
+    for _ in range(EX_ROUNDS):
+        act = D.abs() > stop
+        if not bool(act.any()):
+            break
+        ms = mk.gather(1, cols)
+        b2 = torch.where(~ms & (xs > 0.0), 2.0 * xs, inf)
+        vmin = torch.empty_like(xs)
+        for p in range(E):             # V[p, q] = |(D − 2x_p) + b2_q|, its min over q
+            vmin[:, p] = ((D - 2.0 * xs[:, p])[:, None] + b2).abs().min(dim=1).values
+        vmin = torch.where(ms & (xs > 0.0), vmin, inf)
+        hit = vmin <= stop[:, None]
+        first_hit = torch.argmax(hit.to(torch.uint8), dim=1)
+        vbest = vmin.min(dim=1).values
+        first_min = torch.argmax((vmin == vbest[:, None]).to(torch.uint8), dim=1)
+        bp = torch.where(hit.any(dim=1), first_hit, first_min)
+        best = vmin[rows, bp]
+        act &= best < D.abs()
+        c = D - 2.0 * xs[rows, bp]
+        bq = torch.argmax(((c[:, None] + b2).abs() == best[:, None]).to(torch.uint8), dim=1)
+        mk[rows[act], (j0 + bp)[act]] = False
+        mk[rows[act], (j0 + bq)[act]] = True
+        D = torch.where(act, c + b2[rows, bq], D)
+    return D
 
 
 def stage_a_torch(R: np.ndarray, force: np.ndarray, flips: int, stop_rel: float, device: str,
@@ -98,7 +135,7 @@ def stage_a_torch(R: np.ndarray, force: np.ndarray, flips: int, stop_rel: float,
     # when that keeps D ≤ 0, until |D| ≤ stop; one window position per step for all rows
     stop = stop_rel * T1
     D = d_wo
-    hj = torch.clamp(k + 1 + FF_WIN, max=L)
+    hj = torch.where(diffuse, k + 1, torch.clamp(k + 1 + FF_WIN, max=L))   # none on diffuse rows
     for t in range(min(FF_WIN, L)):
         j = k + 1 + t
         jc = torch.clamp(j, max=L - 1)
@@ -113,7 +150,7 @@ def stage_a_torch(R: np.ndarray, force: np.ndarray, flips: int, stop_rel: float,
     # the mirror image from d_with ≥ 0: prefix atoms leave S going back from k − 1
     Db = d_with
     lj = torch.clamp(k - FF_WIN, min=0)
-    back = (k < L) & (D.abs() > stop)
+    back = (k < L) & (D.abs() > stop) & ~diffuse
     rem = torch.zeros_like(mk)
     for t in range(min(FF_WIN, L)):
         j = k - 1 - t
@@ -131,6 +168,7 @@ def stage_a_torch(R: np.ndarray, force: np.ndarray, flips: int, stop_rel: float,
     mk &= ~(use[:, None] & (win | rem))
     mk |= use[:, None] & (pos == k[:, None]) & small
     D = torch.where(use, Db, D)
+    D = _exchange_window(x, mk, D, stop, k, rows)
     # best single flips (same values, same first-index choice as the numba loop)
     mf = mk.to(x.dtype)
     for _ in range(flips):

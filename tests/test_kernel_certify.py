@@ -465,6 +465,63 @@ def test_quick_swap_takes_the_best_exchange_among_its_candidates():
     assert moved > 300
 
 
+def test_exchange_window_takes_the_best_exchange_in_its_window():
+    # stage A's exchange: among the nonzero atoms with index in [j0, j0 + span), an atom i of S and an
+    # atom j of S^c reaching the least |(D − 2x_i) + 2x_j|, or the mask kept when no pair
+    # improves on |D|; with a stop, the first S atom (index order) whose best partner reaches
+    # it, and that partner the first attaining the value
+    rng = np.random.default_rng(43)
+    moved = 0
+    for _ in range(600):
+        L = int(rng.integers(2, 90))
+        x = _tie_heavy(rng, L) if rng.random() < 0.5 else np.exp(rng.normal(size=L) * rng.uniform(0.1, 2))
+        x[rng.random(L) < 0.1] = 0.0
+        mk = (rng.random(L) < 0.5).astype(np.uint8)
+        span = int(rng.integers(1, 80))
+        j0 = int(rng.integers(0, L))
+        D = float(rng.normal()) * float(x.max())
+        E = min(span, L - j0)
+        S = [i for i in range(j0, j0 + E) if mk[i] == 1 and x[i] > 0]
+        C = [j for j in range(j0, j0 + E) if mk[j] == 0 and x[j] > 0]
+        val = {(i, j): abs((D - 2.0 * x[i]) + 2.0 * x[j]) for i in S for j in C}
+        best = min([abs(D)] + list(val.values()))
+        m2 = mk.copy()
+        got = tk.exchange_window(x, m2, j0, span, 1, 0.0, D, np.empty(max(E, 1)))
+        if best < abs(D):
+            moved += 1
+            i = min(i for i in S if min(val[i, j] for j in C) == best)
+            j = min(j for j in C if val[i, j] == best)
+            assert got == (D - 2.0 * x[i]) + 2.0 * x[j]
+            assert np.flatnonzero(mk != m2).tolist() == sorted([i, j])
+        else:
+            assert got == D and np.array_equal(m2, mk)
+        stop = abs(D) * float(rng.uniform(0, 0.5))
+        m3 = mk.copy()
+        got = tk.exchange_window(x, m3, j0, span, 1, stop, D, np.empty(max(E, 1)))
+        first = [i for i in S if min(val[i, j] for j in C) <= stop] if C else []
+        if first:
+            i = first[0]
+            j = min(j for j in C if val[i, j] == min(val[i, q] for q in C))
+            assert got == (D - 2.0 * x[i]) + 2.0 * x[j] and abs(got) <= stop
+        else:
+            assert abs(got) == best
+    assert moved > 300
+
+
+def test_stage_a_closes_near_uniform_rows_with_its_exchange():
+    # diffuse rows (attention near initialisation): first fit finds no atom small enough,
+    # the exchange pass closes them in stage A; every row verifies
+    from numerics import theta_fused as tf
+    for L, scale in ((64, 0.3), (64, 1.0), (256, 0.3)):
+        R = _softmax(62, 2000, L, scale)
+        n = R.shape[0]
+        M, cols, state = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
+        tf.stage_a(R, np.full(n, -1, np.int8), 0, 0.5e-3, 1e-6, M, cols, state)
+        assert np.mean(state == 1) > 0.99, (L, scale)
+        for i in range(0, n, 97):
+            assert Fraction(cols[0, i]) <= theta_of_mask(R[i], sum(1 << j for j in range(L) if M[i, j]))
+
+
 def _oracle_families(seed):
     # near-uniform softmax rows (all atoms comparable: stage B's pass 1 closes them),
     # near-perfect partitions (θ = 1 − tiny) and tie-heavy rows, L ≤ 40
@@ -499,15 +556,18 @@ def test_bounds_contain_exact_theta_on_near_uniform_near_perfect_and_tie_heavy_r
 
 
 def test_stage_b_pass_one_closes_near_uniform_rows_without_the_sort():
-    # diffuse rows that the fused pass leaves open: the quick exchange alone (pass 2's
-    # searches switched off by an empty list of rows left) must close nearly all of them
-    from numerics import theta_fused as tf
+    # diffuse rows with the witness stage A would have without its exchange (the index-order
+    # prefix short of T/2): the quick exchange alone (pass 2's searches switched off by an
+    # empty list of rows left) must close nearly all of them
     R = _softmax(61, 2000, 64, 0.3)
     n, L = R.shape
-    M, cols, state = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
-    tf.stage_a(R, np.full(n, -1, np.int8), 3, 0.5e-3, 1e-6, M, cols, state)
-    op = np.flatnonzero(state == 2)
-    assert op.size > 1000                          # the fused pass alone leaves most open
+    cs = np.cumsum(R, axis=1)
+    M = (cs < 0.5 * cs[:, -1:]).astype(np.uint8)
+    ev = np.empty((n, 6))
+    tk.evaluate(R, M, ev)
+    cols = np.stack([ev[:, 0], np.ones(n), np.zeros(n), ev[:, 3]])
+    op = np.flatnonzero(~trusted.closed(cols[0], cols[1], 1e-6))
+    assert op.size > 1900                          # that witness alone leaves nearly all open
     Ro, Mo = np.ascontiguousarray(R[op]), np.ascontiguousarray(M[op])
     lo, hi, glo, ghi = (np.ascontiguousarray(cols[k, op]) for k in range(4))
     tr._stage_b_quick_ser(Ro, 12, tr.QUICK_W, tr.QUICK_ROUNDS, 0.25e-3, trusted.close_threshold(1e-6),
