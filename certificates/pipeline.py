@@ -6,14 +6,17 @@ A. one fused pass per row (:func:`numerics.theta_fused.stage_a`, numba, rows ind
    threaded for large batches): max, the exact total, the dominant-atom test (C4; the rare
    undecided rows are settled exactly with ``math.fsum``), a witness — the singleton when
    dominant, else greedy on the big atoms, a prefix crossing over the small ones (C5),
-   first fit on both sides of the crossing atom and, rarely, best single flips — and its
-   certified value;
+   first fit on both sides of the crossing atom, the best exchange of two atoms among 64
+   around the crossing (what closes near-uniform rows) and, rarely, best single flips —
+   and its certified value;
 B. (:mod:`numerics.theta_refine`) the top-K interval lemma (an upper bound; its closing
    witness: most rows reaching B have θ truly below 1 − tol), then a sort-free pass (the
-   best exchange of one atom of S with one of Sᶜ among the first 32 on each side, which
-   closes most near-uniform rows), then, on rows still open, the count window (⌈n/2⌉ consecutive sorted atoms), best exchanges and flips on the
-   current witness, a meet-in-the-middle split of the top atoms against a greedy
-   remainder, Karmarkar–Karp — one compiled pass over the open rows,
+   best exchange of one atom of S with one of Sᶜ among the first 32 on each side, then a
+   meet-in-the-middle split of the top 12 atoms against a greedy remainder, which closes
+   the peaked rows of θ ≈ 1), then, on rows still open, each sorted once, the count
+   window (⌈n/2⌉ consecutive sorted atoms), best exchanges and flips on the current
+   witness, the same split of the top 16 atoms, Karmarkar–Karp — one compiled pass over
+   the open rows,
    :func:`numerics.theta_refine.stage_b_rows` — and last the count lemma (how many tail
    atoms each side can hold, with and without the top K atoms' signs enumerated: an upper
    bound and, when it is positive, its optimal witness;

@@ -332,7 +332,7 @@ def _quick_swap(x, mk, W, rounds, stop, ia, ib, b2):
     return exchange(x, mk, W, rounds, stop, _signed_total(x, mk), ia, ib, b2)
 
 
-SEARCHES = ("window", "swap", "mitm", "kk")     # the witness searches, in the order tried
+SEARCHES = ("window", "swap", "mitm", "kk")     # pass 2's witness searches, in the order tried
 
 
 @numba.njit(cache=True)
@@ -347,9 +347,11 @@ def _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M):
 
 
 @numba.njit(cache=True)
-def _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, glo, ghi, M, a, b):
+def _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M,
+                        a, b):
     # pass 1 on rows a..b−1: the top-K lemma, then the sort-free quick exchange on the
-    # current witness (most diffuse rows close here, without the sort pass 2 needs)
+    # current witness (most diffuse rows close here), then the meet-in-the-middle split of
+    # the top atoms (what closes peaked rows of θ ≈ 1), all without the sort pass 2 needs
     L = R.shape[1]
     c = trusted.headroom_bits(L)
     q1 = np.empty(L)
@@ -368,7 +370,12 @@ def _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, gl
         # would return (0, no witness) for: diffuse rows, where the lemma costs ~1.4 µs
         Tf, mx = _sum_max(x)
         if not Tf >= (K + 1) * mx * margin:
-            d, closes = trusted.topk_row(x, K, mk, q1, q2)
+            # first with the TOPK_FIRST largest atoms (≈ 3× cheaper; most peaked rows close
+            # there), then with all K; each d bounds δ below, and a larger K only raises it
+            d, closes = trusted.topk_row(x, min(K, TOPK_FIRST), mk, q1, q2)
+            if not closes and K > TOPK_FIRST:
+                d2, closes = trusted.topk_row(x, K, mk, q1, q2)
+                d = max(d, d2)
             th, g = trusted.hi_from_delta_lo(d)
             hi[i] = min(hi[i], th)
             glo[i] = max(glo[i], g)
@@ -378,6 +385,9 @@ def _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, gl
             for j in range(L):
                 mk[j] = M[i, j]
             _quick_swap(x, mk, quick_w, quick_rounds, quick_stop * Tf, ia, ib, b2)
+            _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
+        if mitm_k > 0 and not trusted.within(lo[i], hi[i], thr):
+            _mitm_row(x, min(mitm_k, L), mitm_flips, mk)
             _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
 
 
@@ -418,16 +428,17 @@ def _stage_b_span(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo
 # serial and threaded drivers defined separately (numba's disk cache is keyed by name and
 # line: see numerics.theta_fused)
 @numba.njit(cache=True)
-def _stage_b_quick_ser(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, glo, ghi, M):
-    _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, glo, ghi, M, 0, R.shape[0])
+def _stage_b_quick_ser(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
+    _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M,
+                        0, R.shape[0])
 
 
 @numba.njit(cache=True, parallel=True)
-def _stage_b_quick_par(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, glo, ghi, M):
+def _stage_b_quick_par(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M):
     n = R.shape[0]
     for t in numba.prange((n + 7) // 8):
-        _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, thr, lo, hi, glo, ghi, M,
-                            8 * t, min(n, 8 * t + 8))
+        _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi,
+                            M, 8 * t, min(n, 8 * t + 8))
 
 
 @numba.njit(cache=True)
@@ -444,12 +455,15 @@ def _stage_b_par(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo,
                       4 * t, min(n, 4 * t + 4))
 
 
+TOPK_FIRST = 6          # the top-K lemma is tried with this many atoms before all K
 QUICK_W = 32            # atoms per side the quick exchange pairs (≤ QUICK_W² pairs a round)
+QUICK_MITM_K = 12       # pass 1's meet-in-the-middle split: at most this many top atoms
+QUICK_FLIPS = 2         # and its best single flips after the split
 QUICK_ROUNDS = 2        # quick exchange rounds
 
 
 def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, glo, ghi, M,
-                 parallel=False, quick_w=QUICK_W, quick_rounds=QUICK_ROUNDS):
+                 parallel=False, quick_w=QUICK_W, quick_rounds=QUICK_ROUNDS, quick_flips=QUICK_FLIPS):
     """Stage B of the certify pipeline for rows R (float64, max ≥ 2^−900), in place.
 
     lo, hi, glo, ghi (the rows' bounds so far) and M (uint8, their witnesses) are updated
@@ -457,11 +471,13 @@ def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, 
     upper bound, and its witness when it closes), then, while hi − lo > tol
     (:func:`numerics.trusted.within` with :func:`numerics.trusted.close_threshold`), the
     sort-free quick exchange on the current witness (:func:`_quick_swap`: quick_w atoms a
-    side, quick_rounds rounds, 0 skips it, stopping at |D| ≤ ½·√tol·T).  Pass 2, the rows
-    still open, each sorted once: the searches of SEARCHES in order — the count window,
-    exchanges and flips on the current witness (:func:`_improve_row`, swap_rounds rounds,
-    stopping at |D| ≤ swap_stop·T), :func:`_mitm_row` (mitm_k atoms, mitm_flips flips),
-    Karmarkar–Karp — each mask re-scored by :func:`numerics.trusted.score_row` and kept
+    side, quick_rounds rounds, 0 skips it, stopping at |D| ≤ ½·√tol·T), then
+    :func:`_mitm_row` on at most QUICK_MITM_K top atoms with quick_flips flips (on peaked
+    rows of θ ≈ 1 it is the search that closes, and it needs no sort; 2 × 2^6 sums cost a
+    sixteenth of pass 2's 2 × 2^8).  Pass 2, the rows still open, each sorted once: the
+    searches of SEARCHES in order — the count window, exchanges and flips on the current
+    witness (:func:`_improve_row`, swap_rounds rounds, stopping at |D| ≤ swap_stop·T),
+    :func:`_mitm_row` (mitm_k atoms, mitm_flips flips), Karmarkar–Karp — each mask re-scored by :func:`numerics.trusted.score_row` and kept
     when it proves a larger theta_lo (so a pass never loses a bound).
     Compiled loops instead of a batch call per search: the few rows that reach stage B
     cost microseconds each, and a Python round per search cost more than the searches.
@@ -473,7 +489,8 @@ def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, 
     # ½·√tol·T gives 1 − θ_S ≤ tol/4 (the fused pass's stop)
     quick_stop = 0.5 * math.sqrt(max(tol, 0.0))
     (_stage_b_quick_par if parallel else _stage_b_quick_ser)(
-        R, K, max(int(quick_w), 1), int(quick_rounds), quick_stop, thr, lo, hi, glo, ghi, M)
+        R, K, max(int(quick_w), 1), int(quick_rounds), quick_stop, min(int(mitm_k), QUICK_MITM_K),
+        int(quick_flips), thr, lo, hi, glo, ghi, M)
     idx = np.flatnonzero(~trusted.closed(lo, hi, tol)).astype(np.int64)
     if not idx.size:
         return

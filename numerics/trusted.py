@@ -335,6 +335,18 @@ def signed_sums(q1, q2, top, a, b, out, work):
         out[t] = out[t] + work[t]
 
 
+@numba.njit(cache=True, fastmath={"nnan", "nsz"})
+def _least_abs_sum(a, v, n):
+    """min over r < n of |fl(a + v[r])| for finite a and v: a min of values each computed
+    one way, so any order gives it; the two flags (no NaN, no signed-zero distinction)
+    cannot change the min of absolute values of finite sums, and they let it vectorise."""
+    best = np.inf
+    for r in range(n):
+        w = abs(a + v[r])
+        best = w if w < best else best
+    return best
+
+
 @numba.njit(cache=True)
 def topk_row(x, K, mk, q1, q2):
     """The top-K interval lemma on one row (TINY ≤ max x, or 0 returned): (d, closes) with
@@ -343,8 +355,8 @@ def topk_row(x, K, mk, q1, q2):
     lighter side; it is re-scored like any other mask).
     # I8: the tail contributes to A − B at most t_K in absolute value, for any split;
     # I2, I3, I6: parts exact, every rounded step outward;
-    # I11: the two-pointer scan over both sorted halves finds the least |L̃ + R̃| over all
-    # 2^(K−1) sign patterns (rounding is monotone, so the computed sums keep the order)."""
+    # I11: the least |fl(L̃ + R̃)| over all 2^(K−1) sign patterns, by an exhaustive scan of
+    # both halves' pairs."""
     L = x.shape[0]
     c = headroom_bits(L)
     ef = max_bits(x.view(np.int64)) >> 52
@@ -372,25 +384,15 @@ def topk_row(x, K, mk, q1, q2):
     Rv = np.empty(nr)
     signed_sums(q1, q2, top, 0, h, Lv, np.empty(nl))
     signed_sums(q1, q2, top, h, K, Rv, np.empty(nr))
-    ol = np.argsort(Lv, kind="mergesort")
-    orr = np.argsort(Rv, kind="mergesort")
-    best = np.inf
-    bl = 0
+    best = np.inf                      # I11: the least |fl(L̃ + R̃)| over every pair
+    for p in range(nl):
+        best = min(best, _least_abs_sum(Lv[p], Rv, nr))
+    bl = 0                             # the first pair attaining it (a witness, any would do)
+    while _least_abs_sum(Lv[bl], Rv, nr) != best:
+        bl += 1
     br = 0
-    p = 0
-    r = nr - 1
-    while p < nl and r >= 0:           # I11
-        v = Lv[ol[p]] + Rv[orr[r]]
-        if abs(v) < best:
-            best = abs(v)
-            bl = ol[p]
-            br = orr[r]
-        if v > 0.0:
-            r -= 1
-        elif v < 0.0:
-            p += 1
-        else:
-            break
+    while abs(Lv[bl] + Rv[br]) != best:
+        br += 1
     # |Σεx| ≥ |L̃ + R̃| − u(|L̃| + |R̃|) − K·u·σ₂, |L̃| + |R̃| ≤ 2·Σ_top, |fl(z)| ≤ |z|(1 + 2⁻⁵²)
     E = up(up(up(4.0 * U) * up((p1 + p2) * sc)) + e)
     smin = dn(dn(dn(best * sc) * (1.0 - 2.0 ** -52)) - E)

@@ -570,7 +570,7 @@ def test_stage_b_pass_one_closes_near_uniform_rows_without_the_sort():
     assert op.size > 1900                          # that witness alone leaves nearly all open
     Ro, Mo = np.ascontiguousarray(R[op]), np.ascontiguousarray(M[op])
     lo, hi, glo, ghi = (np.ascontiguousarray(cols[k, op]) for k in range(4))
-    tr._stage_b_quick_ser(Ro, 12, tr.QUICK_W, tr.QUICK_ROUNDS, 0.25e-3, trusted.close_threshold(1e-6),
+    tr._stage_b_quick_ser(Ro, 12, tr.QUICK_W, tr.QUICK_ROUNDS, 0.25e-3, 0, 0, trusted.close_threshold(1e-6),
                           lo, hi, glo, ghi, Mo)
     assert np.mean(trusted.closed(lo, hi, 1e-6)) > 0.99
     for t in range(0, op.size, 50):                # each kept witness proves its theta_lo
