@@ -5,7 +5,7 @@ docs/soundness.md): the max, the exact extraction parts and totals, the dominant
 and the singleton witness, the exact parts of the witness, its outward-rounded value and
 the closed/open state.  Between them one call of the untrusted search :func:`_search`,
 which only writes the witness mask of a non-dominant row: greedy on the big atoms (≥ max·2^−4, or only the max's ties on a diffuse row, one with more
-than L/4 of those) in exponent order; the index-order
+than max(L/8, 16) of those: ``diffuse_cut``) in exponent order; the index-order
 prefix of small atoms whose exact doubled q₁ sum crosses what the lighter side lacks (C5:
 D then changes sign at one crossing atom k); then *first fit* on both sides of k — from
 D ≤ 0 (k left out) a later small atom joins S when D stays ≤ 0, and, if that does not
@@ -37,10 +37,20 @@ from numerics.theta_kernels import BIG_BITS, BLOCK, exchange_window, prefix_cros
 
 FF_WIN = 64             # atoms tried by first fit on each side of the crossing (≤ 64: a word)
 RB = 64                 # rows whose outward rounding runs as one vectorised loop
-DIFFUSE_DEN = 4         # a row with more than L/DIFFUSE_DEN atoms ≥ max·2^−bits is diffuse:
+DIFFUSE_DEN = 8         # a row with more than max(L/DIFFUSE_DEN, DIFFUSE_MIN) atoms
+DIFFUSE_MIN = 16        # ≥ max·2^−bits is diffuse (diffuse_cut):
 DIFFUSE_BITS = 0        # its big atoms are those ≥ max·2^−DIFFUSE_BITS (the max's ties only)
 EX_SPAN = 64            # the exchange pass pairs atoms among EX_SPAN around the crossing
 EX_ROUNDS = 2           # exchange rounds after first fit, while |D| > stop
+
+
+@numba.njit(cache=True, inline="always")
+def diffuse_cut(L):
+    """A row of length L is diffuse when more than this many atoms are ≥ max·2^−bits:
+    max(⌊L/DIFFUSE_DEN⌋, DIFFUSE_MIN).  On long rows the greedy is the costly part (about
+    7 ns an atom against 0.5 for the rest of the search), and the prefix crossing over many
+    small atoms with the exchange after it closes them without it; short rows keep it."""
+    return max(L // DIFFUSE_DEN, DIFFUSE_MIN)
 
 
 @numba.njit(cache=True)
@@ -127,10 +137,10 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     ones = np.uint64(0xFFFFFFFFFFFFFFFF)
     tau = m * trusted.POW2[1074 - bits]   # 2^−bits·max, exact (a table read, not a pow())
     # the big atoms of each 64-atom word as a bit mask Wb (a vectorised compare) and
-    # first fit's steps p2x.  A diffuse row (more than L/DIFFUSE_DEN big atoms) would make
-    # the greedy a serial chain over most of the row: there only the atoms at the max are
-    # big (the rest goes to the prefix crossing and first fit), a far cheaper witness
-    diffuse = DIFFUSE_DEN * _mark(R, i, tau, Wb, p2x) > L
+    # first fit's steps p2x.  A diffuse row (more than diffuse_cut(L) big atoms) would make
+    # the greedy a serial chain over many atoms: there only the atoms at the max are big
+    # (the rest goes to the prefix crossing and the exchange), a far cheaper witness
+    diffuse = _mark(R, i, tau, Wb, p2x) > diffuse_cut(L)
     if diffuse:
         bits = DIFFUSE_BITS
         tau = m * trusted.POW2[1074 - bits]
@@ -241,10 +251,10 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     _expand(Sw, M[i])
     # the best exchange of an atom of S with one of S^c among EX_SPAN consecutive atoms
     # around the crossing (S's prefix ends there: what closes diffuse rows, where first
-    # fit finds no atom small enough), then best single flips, both on M; p2x is free
-    # scratch by now
+    # fit finds no atom small enough), then best single flips, both on M; p2x and qs are
+    # free scratch by now
     j0 = min(max(k - (EX_SPAN >> 1), 0), max(L - EX_SPAN, 0))
-    D = exchange_window(R[i], M[i], j0, EX_SPAN, EX_ROUNDS, stop, D, p2x)
+    D = exchange_window(R[i], M[i], j0, EX_SPAN, EX_ROUNDS, stop, D, p2x, qs)
     for _ in range(flips):
         if abs(D) <= stop:
             break

@@ -2,8 +2,8 @@
 
 Search (no rigour needed: every mask is re-scored by the trusted evaluator,
 :func:`numerics.trusted.score_row`).  For non-dominant rows: "big" atoms (≥
-max·2^−BIG_BITS; on a diffuse row, where more than L/4 atoms are, only the max's ties:
-``theta_fused.DIFFUSE_DEN``) are placed by greedy in decreasing exponent order (an O(L) stand-in for
+max·2^−BIG_BITS; on a diffuse row, where more than max(L/8, 16) atoms are, only the max's ties:
+``theta_fused.diffuse_cut``) are placed by greedy in decreasing exponent order (an O(L) stand-in for
 sorted greedy/LPT), then the small atoms, in index order, fill the lighter side up to the
 prefix crossing (C5: what is left is at most one small atom), then up to ``flips`` best
 single flips.  Each decision uses exact q₁ sums or elementwise float operations in a fixed
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from numerics import trusted
 
@@ -84,19 +85,25 @@ def flip_more(x, mk, D, flips, stop):
     return D
 
 
-@numba.njit(cache=True, fastmath={"nnan", "nsz"})
-def pair_min(c, b2, nb):
-    """min over q < nb of |c + b2[q]| (a min of values computed one way each: order-free;
-    b2 may hold +inf, c is finite)."""
-    v = np.inf
+@numba.njit(cache=True, inline="always")
+def pair_min(c, b2, nb, w, wi):
+    """min over q < nb of |fl(c + b2[q])| for finite c and b2 finite or +inf.  Each value
+    is computed one way and stored in w (scratch, ≥ max(nb, 1) entries); the least is found
+    on their bit patterns wi (w viewed as int64): nonnegative floats order like their bits
+    (as in I1), and an integer min reduction vectorises where a float one does not
+    (≈ 5× faster at 64 entries).  w[0] is overwritten by the result."""
     for q in range(nb):
-        w = abs(c + b2[q])
-        v = w if w < v else v
-    return v
+        w[q] = abs(c + b2[q])
+    m = np.int64(0x7FF0000000000000)   # the bits of +inf
+    for q in range(nb):
+        v = wi[q]
+        m = v if v < m else m
+    wi[0] = m
+    return w[0]
 
 
 @numba.njit(cache=True, inline="always")
-def exchange_window(x, mk, j0, span, rounds, stop, D, b2):
+def exchange_window(x, mk, j0, span, rounds, stop, D, b2, w):
     """Stage A's exchange: the best exchange of an atom of S with one of S^c, both among
     the nonzero atoms with index in [j0, j0 + span), repeated up to ``rounds`` times while
     |D| > stop; D is the caller's float Σ_S x − Σ_{S^c} x for mk.  The scan over S's atoms
@@ -105,26 +112,32 @@ def exchange_window(x, mk, j0, span, rounds, stop, D, b2):
     value.  A window of consecutive atoms (stage A centres it on the prefix crossing,
     where S ends and S^c begins) instead of the first W atoms of each side (stage B's
     :func:`exchange`): no compaction, whose data-dependent stores cost more than the
-    scan.  b2: scratch of ≥ span entries.  Plain float search (the mask is re-scored by
+    scan.  span ≤ 64 (S's atoms in the window are one bit word).  b2, w: scratch of
+    ≥ max(span, 1) entries.  Plain float search (the mask is re-scored by
     the evaluator); the torch twin (numerics.theta_torch) makes the same choices."""
-    E = min(span, x.shape[0] - j0)
+    E = min(span, x.shape[0] - j0, 64)
+    wi = w.view(np.int64)
     for _ in range(rounds):
         if abs(D) <= stop:
             break
-        for q in range(E):             # 2x on S^c's candidates, +inf elsewhere
+        sw = np.uint64(0)              # S's nonzero atoms as bits, 2x on S^c's, +inf elsewhere:
+        for q in range(E):             # one branch-free pass (a branch per atom mispredicts)
             v = x[j0 + q]
-            b2[q] = 2.0 * v if (mk[j0 + q] == 0 and v > 0.0) else np.inf
+            inS = mk[j0 + q] == 1
+            pos = v > 0.0              # & and > on the two flags: no short-circuit branch
+            b2[q] = 2.0 * v if pos > inS else np.inf
+            sw |= np.uint64(pos & inS) << np.uint64(q)
         best = abs(D)
         bp = -1
-        for p in range(E):
-            v = x[j0 + p]
-            if mk[j0 + p] == 1 and v > 0.0:
-                w = pair_min(D - 2.0 * v, b2, E)
-                if w < best:
-                    best = w
-                    bp = p
-                    if best <= stop:   # good enough: the first S atom that reaches it
-                        break
+        while sw != 0:                 # S's atoms in index order, by their set bits
+            p = np.int64(trailing_zeros(sw))
+            sw &= sw - np.uint64(1)
+            v = pair_min(D - 2.0 * x[j0 + p], b2, E, w, wi)
+            if v < best:
+                best = v
+                bp = p
+                if best <= stop:       # good enough: the first S atom that reaches it
+                    break
         if bp < 0:
             break
         c = D - 2.0 * x[j0 + bp]
@@ -148,8 +161,10 @@ def exchange(x, mk, W, rounds, stop, D, ia, ib, b2):
     crossing leave |D| about an atom's spread) the W² pair differences are dense enough
     that one exchange nearly always reaches |D| ≤ stop.  Plain float search (the mask is
     re-scored by the evaluator); returns the new D.  ia, ib: scratch of L entries, b2: of
-    W.  The torch twin (numerics.theta_torch) makes the same choices."""
+    2W.  The torch twin (numerics.theta_torch) makes the same choices."""
     L = x.shape[0]
+    ws = b2[W:]                        # pair_min's scratch
+    wi = ws.view(np.int64)
     for _ in range(rounds):
         if abs(D) <= stop:
             break
@@ -174,7 +189,7 @@ def exchange(x, mk, W, rounds, stop, D, ia, ib, b2):
         best = abs(D)
         bp = -1
         for p in range(na):
-            v = pair_min(D - 2.0 * x[ia[p]], b2, nb)
+            v = pair_min(D - 2.0 * x[ia[p]], b2, nb, ws, wi)
             if v < best:
                 best = v
                 bp = p

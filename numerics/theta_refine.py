@@ -328,7 +328,7 @@ def _quick_swap(x, mk, W, rounds, stop, ia, ib, b2):
     pass's greedy leaves |D| about an atom's spread) the W² pair differences are dense
     enough that one exchange nearly always reaches |D| ≤ stop.  Plain float search (the
     mask is re-scored by the evaluator); returns the new D.  ia, ib: scratch of L + 1
-    entries (the compaction writes past W), b2: of W."""
+    entries (the compaction writes past W), b2: of 2W."""
     return exchange(x, mk, W, rounds, stop, _signed_total(x, mk), ia, ib, b2)
 
 
@@ -360,7 +360,7 @@ def _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_fl
     mk = np.empty(L, np.uint8)
     ia = np.empty(L + 1, np.int64)
     ib = np.empty(L + 1, np.int64)
-    b2 = np.empty(quick_w)
+    b2 = np.empty(2 * quick_w)
     margin = 1.0 + 4.0 * L * 2.0 ** -53
     for i in range(a, b):
         x = R[i]

@@ -16,7 +16,7 @@ import numpy as np
 
 from numerics import theta_kernels as tk
 from numerics import trusted
-from numerics.theta_fused import DIFFUSE_BITS, DIFFUSE_DEN, EX_ROUNDS, EX_SPAN, FF_WIN
+from numerics.theta_fused import DIFFUSE_BITS, EX_ROUNDS, EX_SPAN, FF_WIN, diffuse_cut
 
 
 def _int_bits(x):
@@ -92,9 +92,9 @@ def stage_a_torch(R: np.ndarray, force: np.ndarray, flips: int, stop_rel: float,
     rows = torch.arange(n, device=device)
 
     # greedy on the big atoms in (exponent bucket, index) order
-    # (a diffuse row, more than L/DIFFUSE_DEN atoms ≥ max·2^−bits, uses DIFFUSE_BITS)
+    # (a diffuse row, more than diffuse_cut(L) atoms ≥ max·2^−bits, uses DIFFUSE_BITS)
     tau4 = m * 2.0 ** -bits
-    diffuse = DIFFUSE_DEN * (x >= tau4[:, None]).sum(dim=1) > L
+    diffuse = (x >= tau4[:, None]).sum(dim=1) > diffuse_cut.py_func(L)
     tau = torch.where(diffuse, m * 2.0 ** -DIFFUSE_BITS, tau4)
     big = x >= tau[:, None]
     eb = _int_bits(x)
