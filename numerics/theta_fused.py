@@ -105,21 +105,21 @@ def _expand(Sw, m):
 
 
 @numba.njit(cache=True, inline="always")
-def _mark(R, i, tau, Wb, p2x):
-    # the atoms x ≥ tau of row i as bit words Wb, first fit's steps p2x (2x, +inf for
-    # those atoms); returns their count
+def _mark(R, i, tau, Wb, q1, qs):
+    # the atoms x ≥ tau of row i as bit words Wb and, in the same pass, qs = q₁ of the
+    # other (small) atoms, 0 for those; returns their count
     L = R.shape[1]
     nbig = 0
     for w in range((L + 63) >> 6):
         j0 = w * 64
         xs = R[i, j0:min(L, j0 + 64)]
-        ps = p2x[j0:j0 + xs.shape[0]]
+        qw = q1[j0:j0 + xs.shape[0]]
+        sw = qs[j0:j0 + xs.shape[0]]
         wb = np.uint64(0)
         c = 0
         for t in range(xs.shape[0]):
-            x = xs[t]
-            big = x >= tau
-            ps[t] = np.inf if big else 2.0 * x
+            big = xs[t] >= tau
+            sw[t] = 0.0 if big else qw[t]
             wb |= np.uint64(big) << np.uint64(t)
             c += np.int64(big)
         Wb[w] = wb
@@ -136,20 +136,19 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     nwd = (L + 63) >> 6                # 64-atom words per row
     ones = np.uint64(0xFFFFFFFFFFFFFFFF)
     tau = m * trusted.POW2[1074 - bits]   # 2^−bits·max, exact (a table read, not a pow())
-    # the big atoms of each 64-atom word as a bit mask Wb (a vectorised compare) and
-    # first fit's steps p2x.  A diffuse row (more than diffuse_cut(L) big atoms) would make
-    # the greedy a serial chain over many atoms: there only the atoms at the max are big
-    # (the rest goes to the prefix crossing and the exchange), a far cheaper witness
-    diffuse = _mark(R, i, tau, Wb, p2x) > diffuse_cut(L)
+    # the big atoms of each 64-atom word as a bit mask Wb (a vectorised compare) and qs,
+    # q₁ of the small atoms (0 for the big ones).  A diffuse row (more than diffuse_cut(L)
+    # big atoms) would make the greedy a serial chain over many atoms: there only the
+    # atoms at the max are big (the rest goes to the prefix crossing and the exchange), a
+    # far cheaper witness
+    diffuse = _mark(R, i, tau, Wb, q1, qs) > diffuse_cut(L)
     if diffuse:
         bits = DIFFUSE_BITS
         tau = m * trusted.POW2[1074 - bits]
-        _mark(R, i, tau, Wb, p2x)
+        _mark(R, i, tau, Wb, q1, qs)
     # the witness S is built as bits Sw (one word per 64 atoms), written to M once
     for w in range(nwd):
         Sw[w] = 0
-    for j in range(L):     # q₁ of the small atoms, 0 for the big ones
-        qs[j] = q1[j] if R[i, j] < tau else 0.0
     # greedy on the big atoms in (exponent, index) order; the max is big, so the
     # largest big exponent is the max's.  Walking the set bits of Wb gives each big
     # atom's exponent step below the max (the last step also holds the lower
@@ -204,7 +203,7 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     # The choices go to a 64-bit word (FF_WIN ≤ 64) inside the loop.  The test
     # fl(D + 2x) ≤ 0 is made as 2x ≤ −D, off the addition's latency: the same
     # answer, as rounding is monotone, 0 is a float and a nonzero exact sum of two
-    # floats never rounds to 0; p2x = +inf for the big atoms makes it fail there
+    # floats never rounds to 0; a step of +inf for the big atoms makes it fail there
     # (and likewise fl(D − 2x) ≥ 0 ⇔ D ≥ 2x going back)
     stop = stop_rel * T1
     D = d_wo
@@ -214,7 +213,8 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     for j in range(k + 1, hj):
         if abs(D) <= stop:
             break
-        p = p2x[j]
+        v = R[i, j]
+        p = 2.0 * v if v < tau else np.inf     # first fit's step; +inf: a big atom
         go = p <= -D
         D = D + p if go else D
         fw |= np.uint64(go) << np.uint64(nf)
@@ -229,7 +229,8 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
         for j in range(k - 1, lj - 1, -1):
             if abs(Db) <= stop:
                 break
-            p = p2x[j]
+            v = R[i, j]
+            p = 2.0 * v if v < tau else np.inf
             go = Db >= p
             Db = Db - p if go else Db
             bw |= np.uint64(go) << np.uint64(nw)
