@@ -9,11 +9,12 @@ A. one fused pass per row (:func:`numerics.theta_fused.stage_a`, numba, rows ind
    first fit on both sides of the crossing atom, the best exchange of two atoms among 64
    around the crossing (what closes near-uniform rows) and, rarely, best single flips —
    and its certified value;
-B. (:mod:`numerics.theta_refine`) the top-K interval lemma (an upper bound; its closing
-   witness: most rows reaching B have θ truly below 1 − tol), then a sort-free pass (the
-   best exchange of one atom of S with one of Sᶜ among the first 32 on each side, then a
-   meet-in-the-middle split of the top 12 atoms against a greedy remainder, which closes
-   the peaked rows of θ ≈ 1), then, on rows still open, each sorted once, the count
+B. (:mod:`numerics.theta_refine`) a sort-free pass: the top-K interval lemma on the 6
+   largest atoms (an upper bound; its closing witness: most rows reaching B have θ truly
+   below 1 − tol), the best exchange of one atom of S with one of Sᶜ among the first 32
+   on each side, a meet-in-the-middle split of the top 12 atoms against a greedy
+   remainder (which closes the peaked rows of θ ≈ 1), the lemma on the top 12 atoms;
+   then, on rows still open, each sorted once, the count
    window (⌈n/2⌉ consecutive sorted atoms), best exchanges and flips on the current
    witness, the same split of the top 16 atoms, Karmarkar–Karp — one compiled pass over
    the open rows,
