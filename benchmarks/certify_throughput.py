@@ -11,10 +11,15 @@
 4. with ``--spreads`` (or ``--only-spreads``, alone): certify_batch on one thread for the
    logit spreads 0.3, 1.0 (diffuse rows like those near initialisation), 2.5 and 5.0
    (peaked), L = 64…4096, with the share of rows closed and the share stage A leaves to
-   stage B.
+   stage B;
+5. with ``--threads`` (alone): certify_batch's own speed-up, one thread against all of
+   numba's threads (forced), runs alternated and medians compared, beside the speed-up of a
+   compute-only parallel loop measured in the same run: that loop touches no memory, so
+   where it falls short of the thread count the machine's cores were not free, and the
+   certify figure of that run says nothing about the kernel.
 
 Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
-       [--stages] [--spreads | --only-spreads] [--reps N]
+       [--stages] [--spreads | --only-spreads | --threads] [--reps N]
 Wall-clock times.  Kernel table: each certify run is paired with a row sum timed just
 before it, back to back after an untimed sum (its rows warm in cache: the strictest
 yardstick), and the median of 15 such ratios is shown; a shared machine's slow spells then
@@ -154,6 +159,81 @@ def spread_table(elems, reps=7, clock=time.perf_counter):
         numba.set_num_threads(nt)
 
 
+@numba.njit(parallel=True, cache=True)
+def _alu(n, out):
+    # a dependent multiply-add chain per task: no memory traffic, so its speed-up is the
+    # share of the cores this process really got
+    for t in numba.prange(out.shape[0]):
+        x = 1.0 + t
+        for _ in range(n):
+            x = x * 1.0000001 + 1e-9
+        out[t] = x
+
+
+@numba.njit(parallel=True, cache=True)
+def _par_sum(R, out):
+    # the row sum on numba's threads: how far the rows' memory traffic alone scales
+    for i in numba.prange(R.shape[0]):
+        s = 0.0
+        for j in range(R.shape[1]):
+            s += R[i, j]
+        out[i] = s
+
+
+def thread_table(elems, reps=9):
+    """certify_batch, one thread against all of numba's threads (forced, whatever the
+    load): the median wall time of each over ``reps`` alternated runs, and their ratio;
+    beside it the same ratio for a parallel row sum of the same rows (what their memory
+    traffic allows), and first and last for a compute-only loop (the cores' ceiling)."""
+    nt = numba.get_num_threads()
+    out = np.empty(8 * nt)
+
+    def ceiling():
+        t = {1: [], nt: []}
+        for _ in range(reps):
+            for k in (1, nt):
+                numba.set_num_threads(k)
+                t0 = time.perf_counter()
+                _alu(400_000, out)
+                t[k].append(time.perf_counter() - t0)
+        numba.set_num_threads(nt)
+        return float(np.median(t[1]) / np.median(t[nt]))
+
+    _alu(10, out)
+    print(f"\nThreads: certify_batch on 1 and on {nt} threads (median of {reps} alternated runs each)\n"
+          f"compute-only loop, speed-up on {nt} threads: {ceiling():.2f}  (the machine's ceiling now)")
+    print(f"{'L':>6} {'spread':>7} {'1 thread':>10} {f'{nt} threads':>11} {'speed-up':>9} {'row sum speed-up':>17}")
+    old = threads.LOAD_AWARE
+    threads.LOAD_AWARE = False
+    try:
+        for L in SPREAD_LS:
+            n = max(16, elems // L)
+            for sp in (0.3, 2.5):
+                R = rows(n, L, seed=L, spread=sp)
+                sums = np.empty(n)
+                certify_batch(R, 1e-6)
+                _par_sum(R, sums)
+                t = {(f, k): [] for f in (0, 1) for k in (1, nt)}
+                for _ in range(reps):
+                    for k in (1, nt):
+                        numba.set_num_threads(k)
+                        t0 = time.perf_counter()
+                        certify_batch(R, 1e-6)
+                        t1 = time.perf_counter()
+                        _par_sum(R, sums)
+                        t[0, k].append(t1 - t0)
+                        t[1, k].append(time.perf_counter() - t1)
+                numba.set_num_threads(nt)
+                a, b = (float(np.median(t[0, k])) for k in (1, nt))
+                rs = float(np.median(t[1, 1]) / np.median(t[1, nt]))
+                print(f"{L:>6} {sp:>7} {1e3 * a:>8.2f}ms {1e3 * b:>9.2f}ms {a / b:>8.2f}x {rs:>16.2f}x",
+                      flush=True)
+    finally:
+        threads.LOAD_AWARE = old
+        numba.set_num_threads(nt)
+    print(f"compute-only loop, speed-up on {nt} threads: {ceiling():.2f}  (again, after)")
+
+
 SPREADS = (0.3, 1.0, 2.5, 5.0)
 SPREAD_LS = (64, 256, 1024, 4096)
 REPS = 15               # paired runs per ratio in the kernel table (the median is shown)
@@ -232,8 +312,16 @@ def main():
                     help="time the one-thread spread table by the calling thread's CPU time (numba's serial "
                          "kernels run on it): on a shared, oversubscribed machine this leaves out the time "
                          "other processes hold the core, which wall time counts")
+    ap.add_argument("--threads", action="store_true",
+                    help="only the thread table: certify_batch on one thread against all of numba's, with "
+                         "a compute-only loop's speed-up as the machine's ceiling at that moment")
     a = ap.parse_args()
     print(load())
+    if a.threads:
+        certify_batch(rows(64, 64), 1e-6)
+        thread_table(a.elems, max(a.reps, 3))
+        print(load())
+        return
     if a.only_spreads:
         certify_batch(rows(64, 64), 1e-6)
         spread_table(a.elems, a.reps, time.thread_time if a.thread_time else time.perf_counter)
