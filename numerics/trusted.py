@@ -335,11 +335,10 @@ def signed_sums(q1, q2, top, a, b, out, work):
         out[t] = out[t] + work[t]
 
 
-@numba.njit(cache=True, fastmath={"nnan", "nsz"})
+@numba.njit(cache=True)
 def _least_abs_sum(a, v, n):
-    """min over r < n of |fl(a + v[r])| for finite a and v: a min of values each computed
-    one way, so any order gives it; the two flags (no NaN, no signed-zero distinction)
-    cannot change the min of absolute values of finite sums, and they let it vectorise."""
+    """min over r < n of |fl(a + v[r])| for finite a and v (I11): one plain loop, each
+    value computed one way."""
     best = np.inf
     for r in range(n):
         w = abs(a + v[r])
