@@ -484,14 +484,15 @@ def stage_b_rows(R, K, swap_rounds, swap_stop, mitm_k, mitm_flips, tol, lo, hi, 
     witness (:func:`_quick_swap`: quick_w atoms a side, quick_rounds rounds, 0 skips it,
     stopping at |D| ≤ ½·√tol·T), :func:`_mitm_row` on at most QUICK_MITM_K top atoms with
     quick_flips flips (on peaked rows of θ ≈ 1 it is the search that closes, and it needs
-    no sort), and last the lemma on all K atoms (tried after the searches: on softmax rows
-    of spread 5 at L = 64 they close 24 % of the rows, the K-atom lemma 3 %, at 2^(K−1)
-    sign patterns a row; 2 × 2^6 sums cost a
-    sixteenth of pass 2's 2 × 2^8).  Pass 2, the rows still open, each sorted once: the
+    no sort; its 2 × 2^6 half sums cost a sixteenth of pass 2's 2 × 2^8), and last the
+    lemma on all K atoms, 2^(K−1) sign patterns a row (tried after the searches: on
+    softmax rows of spread 5 at L = 64 the searches close 24 % of the rows that reach
+    stage B, the K-atom lemma 3 %).  Pass 2, the rows still open, each sorted once: the
     searches of SEARCHES in order — the count window, exchanges and flips on the current
     witness (:func:`_improve_row`, swap_rounds rounds, stopping at |D| ≤ swap_stop·T),
-    :func:`_mitm_row` (mitm_k atoms, mitm_flips flips), Karmarkar–Karp — each mask re-scored by :func:`numerics.trusted.score_row` and kept
-    when it proves a larger theta_lo (so a pass never loses a bound).
+    :func:`_mitm_row` (mitm_k atoms, mitm_flips flips), Karmarkar–Karp — each mask
+    re-scored by :func:`numerics.trusted.score_row` and kept when it proves a larger
+    theta_lo (so a pass never loses a bound).
     Compiled loops instead of a batch call per search: the few rows that reach stage B
     cost microseconds each, and a Python round per search cost more than the searches.
     Rows are independent, so ``parallel`` (the caller's choice: certificates/threads.py)
