@@ -32,6 +32,7 @@ import numba
 import numpy as np
 
 from numerics import trusted
+from numerics.borrowed import borrow
 from numerics.theta_kernels import big_greedy_tail, exchange, flip_more
 
 
@@ -103,14 +104,15 @@ def _half_sums(v):
 
 
 @numba.njit(cache=True)
-def _mitm_row(x, k, flips, mk):
+def _mitm_row(x, top, flips, mk):
+    # the meet-in-the-middle split of the atoms top (trusted.top_indices(x, k) or a prefix
+    # of a longer one: the same), the rest placed first by big_greedy_tail
     L = x.shape[0]
     q1 = np.empty(L)
     qs = np.empty(L)
     idx = np.empty(L, np.int64)
     order = np.empty(L, np.int64)
     cnt = np.empty(66, np.int64)
-    top = trusted.top_indices(x, k)
     kk = top.shape[0]
     saved = np.empty(kk)
     for t in range(kk):            # place the rest first: hide the top atoms
@@ -347,10 +349,11 @@ def _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M):
 
 
 @numba.njit(cache=True, inline="always")
-def _topk_step(x, K, i, c, mk, q1, q2, ev, lo, hi, glo, ghi, M):
-    # the top-K lemma on row i: its bound lowers hi[i] and raises glo[i]; its witness,
-    # when it closes the row, is offered (re-scored)
-    d, closes = trusted.topk_row(x, K, mk, q1, q2)
+def _topk_step(x, top, i, c, mk, q1, q2, ev, lo, hi, glo, ghi, M):
+    # the top-K lemma on row i with the K = len(top) atoms top (a prefix of the row's
+    # trusted.top_indices: the atoms verify replays): its bound lowers hi[i] and raises
+    # glo[i]; its witness, when it closes the row, is offered (re-scored)
+    d, closes = trusted.topk_row_on(x, top, mk, q1, q2)
     th, g = trusted.hi_from_delta_lo(d)
     hi[i] = min(hi[i], th)
     glo[i] = max(glo[i], g)
@@ -366,15 +369,24 @@ def _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_fl
     # meet-in-the-middle split of the top atoms (what closes peaked rows of θ ≈ 1), then
     # the lemma on all K atoms; all without the sort pass 2 needs
     L = R.shape[1]
+    _stage_b_quick_rows(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M,
+                        a, b, np.empty(L), np.empty(L), np.empty(6), np.empty(L, np.uint8),
+                        np.empty(L + 1, np.int64), np.empty(L + 1, np.int64), np.empty(2 * quick_w))
+
+
+@numba.njit(cache=True)
+def _stage_b_quick_rows(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M,
+                        a, b, q1, q2, ev, mk, ia, ib, b2):
+    # the loop of _stage_b_quick_span on borrowed views of its arguments (the span holds
+    # them; numerics.borrowed): no atomic reference counts per row (18 % of pass 1 at
+    # L = 64 before)
+    R, lo, hi, glo, ghi, M, q1, q2, ev, mk, ia, ib, b2 = (
+        borrow(R), borrow(lo), borrow(hi), borrow(glo), borrow(ghi), borrow(M), borrow(q1), borrow(q2),
+        borrow(ev), borrow(mk), borrow(ia), borrow(ib), borrow(b2))
+    L = R.shape[1]
     c = trusted.headroom_bits(L)
-    q1 = np.empty(L)
-    q2 = np.empty(L)
-    ev = np.empty(6)
-    mk = np.empty(L, np.uint8)
-    ia = np.empty(L + 1, np.int64)
-    ib = np.empty(L + 1, np.int64)
-    b2 = np.empty(2 * quick_w)
     margin = 1.0 + 4.0 * L * 2.0 ** -53
+    kt = max(K, mitm_k)
     for i in range(a, b):
         x = R[i]
         # the top-K lemma gives nothing when the tail outweighs the largest atom, which
@@ -387,32 +399,43 @@ def _stage_b_quick_span(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_fl
             # first with the TOPK_FIRST largest atoms (≈ 3× cheaper than all K; most peaked
             # rows close there); the rest get all K only after the searches below, which
             # close most of them (θ ≈ 1) on the lower side
-            _topk_step(x, min(K, TOPK_FIRST), i, c, mk, q1, q2, ev, lo, hi, glo, ghi, M)
+            _topk_step(x, trusted.top_indices(x, min(K, TOPK_FIRST)), i, c, mk, q1, q2, ev, lo, hi, glo, ghi, M)
         if quick_rounds > 0 and not trusted.within(lo[i], hi[i], thr):
             for j in range(L):
                 mk[j] = M[i, j]
             _quick_swap(x, mk, quick_w, quick_rounds, quick_stop * Tf, ia, ib, b2)
             _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
-        if mitm_k > 0 and not trusted.within(lo[i], hi[i], thr):
-            _mitm_row(x, min(mitm_k, L), mitm_flips, mk)
+        if trusted.within(lo[i], hi[i], thr):
+            continue
+        # the row's kt largest atoms, sorted once for the split's mitm_k and the lemma's K
+        # (prefixes of them are the top_indices of each)
+        top = trusted.top_indices(x, kt)
+        if mitm_k > 0:
+            _mitm_row(x, top[:mitm_k], mitm_flips, mk)
             _offer(x, mk, i, c, q1, q2, ev, lo, ghi, M)
         if lemma and K > TOPK_FIRST and not trusted.within(lo[i], hi[i], thr):
             # each d bounds δ below (a larger K only raises it): hi and glo keep the best
-            _topk_step(x, K, i, c, mk, q1, q2, ev, lo, hi, glo, ghi, M)
+            _topk_step(x, top[:K], i, c, mk, q1, q2, ev, lo, hi, glo, ghi, M)
 
 
 @numba.njit(cache=True)
 def _stage_b_span(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, a, b):
     # pass 2 on rows idx[a..b−1] (O[t]: the stable argsort of row idx[t]), own scratch
     L = R.shape[1]
+    _stage_b_rows_span(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, a, b,
+                       np.empty(L), np.empty(L), np.empty(6), np.empty(L, np.uint8), np.empty(L, np.bool_),
+                       np.empty(L + 1, np.int64), np.empty(L + 1, np.int64))
+
+
+@numba.njit(cache=True)
+def _stage_b_rows_span(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo, hi, glo, ghi, M, a, b,
+                       q1, q2, ev, mk, colour, si, so):
+    # the loop of _stage_b_span on borrowed views (as in _stage_b_quick_rows)
+    R, O, idx, lo, hi, glo, ghi, M, q1, q2, ev, mk, colour, si, so = (
+        borrow(R), borrow(O), borrow(idx), borrow(lo), borrow(hi), borrow(glo), borrow(ghi), borrow(M),
+        borrow(q1), borrow(q2), borrow(ev), borrow(mk), borrow(colour), borrow(si), borrow(so))
+    L = R.shape[1]
     c = trusted.headroom_bits(L)
-    q1 = np.empty(L)
-    q2 = np.empty(L)
-    ev = np.empty(6)
-    mk = np.empty(L, np.uint8)
-    colour = np.empty(L, np.bool_)
-    si = np.empty(L + 1, np.int64)
-    so = np.empty(L + 1, np.int64)
     for t in range(a, b):
         i = idx[t]
         x = R[i]
@@ -427,7 +450,7 @@ def _stage_b_span(R, O, idx, swap_rounds, swap_stop, mitm_k, mitm_flips, thr, lo
                     mk[j] = M[i, j]
                 _improve_row(x, mk, swap_rounds, swap_stop, o, si, so)
             elif step == 2:
-                _mitm_row(x, min(mitm_k, L), mitm_flips, mk)
+                _mitm_row(x, trusted.top_indices(x, min(mitm_k, L)), mitm_flips, mk)
             else:
                 kk_row(x, colour)
                 for j in range(L):

@@ -351,8 +351,18 @@ def topk_row(x, K, mk, q1, q2):
     """The top-K interval lemma on one row (TINY ≤ max x, or 0 returned): (d, closes) with
     d ≤ δ, where δ·T ≥ min_ε max(0, |Σ_{i≤K} ε_i x_(i)| − t_K), t_K the tail mass.  When
     ``closes``, mk is the lemma's witness (top atoms by the minimising ε, the tail on the
-    lighter side; it is re-scored like any other mask).
-    # I8: the tail contributes to A − B at most t_K in absolute value, for any split;
+    lighter side; it is re-scored like any other mask).  The K atoms are
+    ``top_indices(x, K)``, the ones verify replays: :func:`topk_row_on`."""
+    return topk_row_on(x, top_indices(x, K), mk, q1, q2)
+
+
+@numba.njit(cache=True)
+def topk_row_on(x, top, mk, q1, q2):
+    """:func:`topk_row` on the atoms top (distinct indices; top[0] the one whose sign is
+    fixed).  A caller that needs the lemma for several K on one row passes prefixes of one
+    ``top_indices(x, K_max)``: the first K of a stable sort are ``top_indices(x, K)``.
+    # I8: the tail contributes to A − B at most t_K in absolute value, for any split and
+    # any choice of the K atoms (the largest give the strongest bound, not a valid one);
     # I2, I3, I6: parts exact, every rounded step outward;
     # I11: the least |fl(L̃ + R̃)| over all 2^(K−1) sign patterns, by an exhaustive scan of
     # both halves' pairs."""
@@ -364,7 +374,6 @@ def topk_row(x, K, mk, q1, q2):
     s1, s2, sc = splitters(ef, c)
     extract(x, s1, s2, q1, q2)
     T1, T2 = exact_sum2(q1, q2)
-    top = top_indices(x, K)
     K = top.shape[0]
     p1 = 0.0
     p2 = 0.0

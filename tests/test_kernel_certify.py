@@ -575,3 +575,30 @@ def test_stage_b_pass_one_closes_near_uniform_rows_without_the_sort():
     assert np.mean(trusted.closed(lo, hi, 1e-6)) > 0.99
     for t in range(0, op.size, 50):                # each kept witness proves its theta_lo
         assert Fraction(lo[t]) <= theta_of_mask(Ro[t], sum(1 << j for j in range(L) if Mo[t, j]))
+
+
+def test_borrowed_views_read_and_write_the_owners_data():
+    # numerics.borrowed: a view with no owner pointer sees and changes the same memory
+    # (2-D, slices, another dtype's view), so kernels on borrowed views compute the same
+    import numba
+
+    from numerics.borrowed import borrow
+
+    @numba.njit
+    def use(a, b):
+        v = borrow(a)
+        w = borrow(b)
+        s = 0.0
+        for i in range(v.shape[0]):
+            r = v[i, 1:]
+            for j in range(r.shape[0]):
+                s += r[j]
+            w[i] = v[i, 0] * 2.0
+        return s, v.view(np.int64)[0, 0], v.shape[0], v.shape[1]
+
+    a = np.random.default_rng(3).random((5, 7))
+    b = np.zeros(5)
+    s, bits0, n, L = use(a, b)
+    assert s == sum(float(a[i, j]) for i in range(5) for j in range(1, 7))
+    assert bits0 == a.view(np.int64)[0, 0] and (n, L) == a.shape
+    assert np.array_equal(b, a[:, 0] * 2.0)

@@ -296,9 +296,10 @@ def _min_disc(w):
     return min(abs(T - 2 * sum(s)) for r in range(len(w) + 1) for s in itertools.combinations(w, r))
 
 
-def _topk_exact(w, K):
-    # the lemma in integers: max(0, min_ε |Σ ε_i w_(i)| − tail) over the K largest (stable order)
-    order = sorted(range(len(w)), key=lambda i: (-w[i], i))[:K]
+def _topk_exact(w, K, order=None):
+    # the lemma in integers: max(0, min_ε |Σ ε_i w_(i)| − tail) over the K largest (stable
+    # order), or over the atoms ``order`` when given
+    order = sorted(range(len(w)), key=lambda i: (-w[i], i))[:K] if order is None else order
     tail = sum(w) - sum(w[i] for i in order)
     best = min(abs(w[order[0]] + sum(s * w[i] for s, i in zip(sg, order[1:])))
                for sg in itertools.product((1, -1), repeat=len(order) - 1))
@@ -336,11 +337,35 @@ def test_topk_row_matches_plain_python_bit_for_bit():
             K = int(rng.integers(1, 11))
             m1, m2 = np.zeros(L, np.uint8), np.zeros(L, np.uint8)
             d1, c1 = t.topk_row(x, K, m1, np.empty(L), np.empty(L))
-            d2, c2 = t.topk_row.py_func(x, K, m2, np.empty(L), np.empty(L))
+            d2, c2 = t.topk_row_on.py_func(x, t.top_indices(x, K), m2, np.empty(L), np.empty(L))
             assert np.float64(d1).view(np.int64) == np.float64(d2).view(np.int64) and c1 == c2
             assert np.array_equal(m1, m2)
             a, v = float(rng.normal()), rng.normal(size=int(rng.integers(1, 70)))
             assert t._least_abs_sum(a, v, v.size) == float(np.min(np.abs(a + v)))
+
+
+def test_topk_row_on_any_atoms_is_a_bound_and_prefixes_are_the_smaller_k():
+    # I8 holds for any K atoms (stage B passes prefixes of one sorted top list): the bound
+    # on a random subset is below the integer lemma on that subset; and a prefix of
+    # top_indices(x, K) gives exactly what topk_row(x, k) gives (the atoms verify replays)
+    rng = np.random.default_rng(23)
+    for L in (6, 13, 64):
+        for _ in range(25):
+            x = rng.dirichlet(np.full(L, rng.choice([0.05, 0.5, 3.0])))
+            k = int(rng.integers(1, min(L, 9) + 1))
+            sub = rng.permutation(L)[:k].astype(np.int64)
+            d, _ = t.topk_row_on(x, sub, np.zeros(L, np.uint8), np.empty(L), np.empty(L))
+            w = _ints(x)
+            assert F(d) <= F(_topk_exact(w, k, sub.tolist()), sum(w))
+            top = t.top_indices(x, 12)
+            for kk in (1, 3, 6, 12):
+                kk = min(kk, L)
+                assert np.array_equal(top[:kk], t.top_indices(x, kk))
+                m1, m2 = np.zeros(L, np.uint8), np.zeros(L, np.uint8)
+                a = t.topk_row(x, kk, m1, np.empty(L), np.empty(L))
+                b = t.topk_row_on(x, top[:kk], m2, np.empty(L), np.empty(L))
+                assert np.float64(a[0]).view(np.int64) == np.float64(b[0]).view(np.int64)
+                assert a[1] == b[1] and np.array_equal(m1, m2)
 
 
 def test_count_interval_against_every_subset():
