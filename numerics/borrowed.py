@@ -10,11 +10,13 @@ from it are counted by a test of a null pointer and nothing else.
 
 Only speed changes: the same loads and stores run, so every result is bit-identical (on
 the benchmark's softmax rows, every certify_batch output array of L = 16, 64, 256 and
-spreads 0.3–8 matched the previous commit's to the bit; the torch-twin tests compare every
-mask and bound with an implementation that borrows nothing).  The one rule, which is what makes it safe:
-borrow an array only for as long as something else keeps it alive — the arguments of the
-calling function (their caller holds them until it returns), never an array allocated in
-the same function, which numba may free after its last named use.
+spreads 0.3–8 matched the previous commit's to the bit; the torch-twin tests compare
+every mask and bound with an implementation that borrows nothing).
+
+The one rule, which is what makes it safe: borrow an array only for as long as something
+else keeps it alive — the arguments of the calling function (their caller holds them
+until it returns), never an array allocated in the same function, which numba may free
+after its last named use.
 """
 from __future__ import annotations
 

@@ -362,7 +362,7 @@ def topk_row_on(x, top, mk, q1, q2):
     fixed).  A caller that needs the lemma for several K on one row passes prefixes of one
     ``top_indices(x, K_max)``: the first K of a stable sort are ``top_indices(x, K)``.
     # I8: the tail contributes to A − B at most t_K in absolute value, for any split and
-    # any choice of the K atoms (the largest give the strongest bound, not a valid one);
+    # any choice of the K atoms (validity needs nothing of them; the largest bound best);
     # I2, I3, I6: parts exact, every rounded step outward;
     # I11: the least |fl(L̃ + R̃)| over all 2^(K−1) sign patterns, by an exhaustive scan of
     # both halves' pairs."""
