@@ -246,6 +246,40 @@ def test_top_indices_match_a_stable_sort():
         assert np.array_equal(trusted.top_indices(x, K), np.argsort(-x, kind="stable")[:K])
 
 
+def test_top_into_gives_the_reference_atoms_in_the_reference_order():
+    # pass 1's faster selection must pick exactly trusted.top_indices' atoms (verify replays
+    # the lemma on the K largest); one set of scratch arrays for every row, left dirty by
+    # the row before, as in the kernel
+    rng = np.random.default_rng(13)
+    ti, tv, ci, tm = np.empty(400, np.int64), np.empty(400), np.empty(400, np.int64), np.empty(400)
+    for t in range(4000):
+        L = int(rng.integers(1, 300))
+        x = _tie_heavy(rng, L) if t % 2 else _softmax(t, 1, L, float(rng.choice([0.3, 2.5, 8.0])))[0]
+        x[rng.random(L) < 0.1] = 0.0
+        K = int(rng.integers(1, min(L, 20) + 1))
+        top = ti[:K]
+        tr.top_into(x, top, tv, ci, tm)
+        ref = trusted.top_indices(x, K)
+        assert np.array_equal(top, ref) and np.array_equal(ref, np.argsort(-x, kind="stable")[:K])
+
+
+def test_mitm_in_reused_scratch_matches_a_fresh_run():
+    # pass 1 runs the split on one workspace for every row: what a row leaves there must not
+    # change the next row's mask or D
+    rng = np.random.default_rng(14)
+    L, kk = 64, 12
+    nf, ni = tr.mitm_scratch(L, kk)
+    wf, wi = rng.random(nf) * 1e3, rng.integers(-5, 5, ni)          # garbage to start with
+    for t in range(300):
+        x = _softmax(t, 1, L, float(rng.choice([0.3, 2.5, 5.0])))[0] if t % 3 else _tie_heavy(rng, L)
+        k = int(rng.integers(1, kk + 1))
+        top = trusted.top_indices(x, k)
+        m1, m2 = np.empty(L, np.uint8), np.empty(L, np.uint8)
+        d1 = tr._mitm_row_on(x, top, 3, m1, wf, wi)
+        d2 = tr._mitm_row(x, top, 3, m2)                              # its own fresh arrays
+        assert np.array_equal(m1, m2) and (d1 == d2 or (np.isnan(d1) and np.isnan(d2)))
+
+
 def test_half_sums_match_a_stable_sort_of_every_signed_sum():
     # each sum formed left to right (bit i set: +v_i), then sorted with ties by mask: the
     # merge-built lists must reproduce this exactly, ties included
