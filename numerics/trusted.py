@@ -290,9 +290,19 @@ def top_indices(x, K):
     L = x.shape[0]
     K = min(K, L)
     top = np.empty(K, np.int64)
-    val = np.empty(K)
+    top_of(x, np.arange(L), L, top, np.empty(K))
+    return top
+
+
+@numba.njit(cache=True, inline="always")
+def top_of(x, idx, n, top, val):
+    """top[:] = the len(top) ≤ n largest of the atoms idx[:n] (increasing indices), largest
+    first, ties by lower index; val: scratch of len(top).  One insertion pass: an atom
+    enters only above the current K-th (a tie keeps the earlier, lower index)."""
+    K = top.shape[0]
     cnt = 0
-    for j in range(L):
+    for a in range(n):
+        j = idx[a]
         v = x[j]
         if cnt == K and not v > val[K - 1]:
             continue                   # not above the K-th: a tie keeps the lower index
@@ -304,7 +314,6 @@ def top_indices(x, K):
         val[p] = v
         top[p] = j
         cnt += 1 if cnt < K else 0
-    return top
 
 
 @numba.njit(cache=True, inline="always")
