@@ -155,7 +155,9 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     # atom's exponent step below the max (the last step also holds the lower
     # ones) and its rank within its step; then a stable counting sort, and the
     # greedy: three loops of one trip count each (the trip counts are what the
-    # branch predictor cannot know)
+    # branch predictor cannot know).  The scratch indices are unsigned: numba wraps a
+    # negative signed index (a sign test and an add on every access), and these are never
+    # negative (2–3 % of stage A at L = 64, spread 2.5, measured A/B)
     em = mb >> 52
     for b in range(bits + 1):
         cnt[b] = 0
@@ -167,11 +169,12 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
             j = np.uint64(j0) + trailing_zeros(wb)
             wb &= wb - np.uint64(1)
             b = em - (Rb[i, j] >> 52)
-            b = b if b < bits else bits
-            jt[nb] = j
-            bj[nb] = b
+            b = np.uint64(b if b < bits else bits)
+            u = np.uint64(nb)
+            jt[u] = j
+            bj[u] = b
             cb = cnt[b]
-            rib[nb] = cb
+            rib[u] = cb
             cnt[b] = cb + 1
             nb += 1
     cb = 0
@@ -180,7 +183,8 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
         cnt[b] = cb
         cb += cn
     for t in range(nb):
-        order[np.uint64(cnt[bj[t]] + rib[t])] = jt[t]
+        u = np.uint64(t)
+        order[np.uint64(cnt[bj[u]] + rib[u])] = jt[u]
     D = 0.0
     ts = T1                # t_s = T₁ − Σ_big q₁: exact (every partial q₁ sum is)
     for t in range(nb):
@@ -354,7 +358,7 @@ def _span(R, force, flips, stop_rel, thr, M, cols, state, bits, lo, hi):
     u64 = np.uint64
     _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, np.empty(L), np.empty(L),
           np.empty(L), np.empty(1, np.int64), np.empty((7, RB)), np.empty((4, RB)), np.empty(L, u64),
-          np.empty(L, np.int64), np.empty(L, np.int64), np.empty(bits + 1, np.int64), np.empty(L, u64),
+          np.empty(L, u64), np.empty(L, np.int64), np.empty(bits + 1, np.int64), np.empty(L, u64),
           np.empty(nwd, u64), np.empty(nwd, u64), np.empty(L))
 
 
