@@ -13,10 +13,13 @@
    (peaked), L = 64…4096, with the share of rows closed and the share stage A leaves to
    stage B;
 5. with ``--threads`` (alone): certify_batch's own speed-up, one thread against all of
-   numba's threads (forced), runs alternated and medians compared, beside the speed-up of a
-   compute-only parallel loop measured in the same run: that loop touches no memory, so
-   where it falls short of the thread count the machine's cores were not free, and the
-   certify figure of that run says nothing about the kernel.
+   numba's threads (forced), runs alternated and medians compared, beside the speed-ups of
+   two compute-only parallel loops measured in the same run, before and after: they touch
+   no memory, so where they fall short of the thread count the machine's cores were not
+   free, and the certify figure of that run says nothing about the kernel.  One runs a
+   single dependent chain a task (latency-bound: it reads 2 even on two hyperthreads of
+   one core), the other eight independent chains (it fills a core's floating-point units,
+   so two threads sharing one core read about 1).
 
 Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
        [--stages] [--spreads | --only-spreads | --threads] [--reps N]
@@ -171,6 +174,26 @@ def _alu(n, out):
 
 
 @numba.njit(parallel=True, cache=True)
+def _alu_wide(n, out):
+    # eight independent chains per task, which keep a core's floating-point units busy: two
+    # threads that the host runs on the two hyperthreads of one core share those units, so
+    # this speed-up falls towards 1 there, where the one-chain loop above still reads 2
+    for t in numba.prange(out.shape[0]):
+        x0 = 1.0 + t
+        x1, x2, x3, x4, x5, x6, x7 = x0 + 1, x0 + 2, x0 + 3, x0 + 4, x0 + 5, x0 + 6, x0 + 7
+        for _ in range(n):
+            x0 = x0 * 1.0000001 + 1e-9
+            x1 = x1 * 1.0000001 + 1e-9
+            x2 = x2 * 1.0000001 + 1e-9
+            x3 = x3 * 1.0000001 + 1e-9
+            x4 = x4 * 1.0000001 + 1e-9
+            x5 = x5 * 1.0000001 + 1e-9
+            x6 = x6 * 1.0000001 + 1e-9
+            x7 = x7 * 1.0000001 + 1e-9
+        out[t] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+
+
+@numba.njit(parallel=True, cache=True)
 def _par_sum(R, out):
     # the row sum on numba's threads: how far the rows' memory traffic alone scales
     for i in numba.prange(R.shape[0]):
@@ -188,20 +211,25 @@ def thread_table(elems, reps=9):
     nt = numba.get_num_threads()
     out = np.empty(8 * nt)
 
-    def ceiling():
+    def ceiling(f):
         t = {1: [], nt: []}
         for _ in range(reps):
             for k in (1, nt):
                 numba.set_num_threads(k)
                 t0 = time.perf_counter()
-                _alu(400_000, out)
+                f(400_000, out)
                 t[k].append(time.perf_counter() - t0)
         numba.set_num_threads(nt)
         return float(np.median(t[1]) / np.median(t[nt]))
 
+    def ceilings():
+        return (f"compute-only loops, speed-up on {nt} threads: {ceiling(_alu):.2f} (one dependent "
+                f"chain a task), {ceiling(_alu_wide):.2f} (eight independent chains)")
+
     _alu(10, out)
+    _alu_wide(10, out)
     print(f"\nThreads: certify_batch on 1 and on {nt} threads (median of {reps} alternated runs each)\n"
-          f"compute-only loop, speed-up on {nt} threads: {ceiling():.2f}  (the machine's ceiling now)")
+          f"{ceilings()}  (the machine's ceilings now)")
     print(f"{'L':>6} {'spread':>7} {'1 thread':>10} {f'{nt} threads':>11} {'speed-up':>9} {'row sum speed-up':>17}")
     old = threads.LOAD_AWARE
     threads.LOAD_AWARE = False
@@ -231,7 +259,7 @@ def thread_table(elems, reps=9):
     finally:
         threads.LOAD_AWARE = old
         numba.set_num_threads(nt)
-    print(f"compute-only loop, speed-up on {nt} threads: {ceiling():.2f}  (again, after)")
+    print(f"{ceilings()}  (again, after)")
 
 
 SPREADS = (0.3, 1.0, 2.5, 5.0)
