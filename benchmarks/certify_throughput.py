@@ -12,7 +12,10 @@
    logit spreads 0.3, 1.0 (diffuse rows like those near initialisation), 2.5 and 5.0
    (peaked), L = 64…4096, with the share of rows closed and the share stage A leaves to
    stage B;
-5. with ``--threads`` (alone): certify_batch's own speed-up, one thread against all of
+5. with ``--floor`` (alone): stage A on one thread beside the same stage A with its search
+   skipped (every row forced dominant, for timing only), both over the row sum: the
+   trusted steps' share, which no change of search can remove;
+6. with ``--threads`` (alone): certify_batch's own speed-up, one thread against all of
    numba's threads (forced), runs alternated and medians compared, beside the speed-ups of
    two compute-only parallel loops measured in the same run, before and after: they touch
    no memory, so where they fall short of the thread count the machine's cores were not
@@ -22,7 +25,7 @@
    so two threads sharing one core read about 1).
 
 Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
-       [--stages] [--spreads | --only-spreads | --threads] [--reps N]
+       [--stages] [--spreads | --only-spreads | --floor | --threads] [--reps N]
 Wall-clock times.  Kernel table: each certify run is paired with a row sum timed just
 before it, back to back after an untimed sum (its rows warm in cache: the strictest
 yardstick), and the median of 15 such ratios is shown; a shared machine's slow spells then
@@ -203,6 +206,36 @@ def _par_sum(R, out):
         out[i] = s
 
 
+def floor_table(elems, reps=15):
+    """Stage A's floor, one thread, L = 64…4096, every spread: stage A as certify runs it,
+    and stage A with every row's dominance forced (force = 1, so each row takes the
+    singleton: the max, the extraction, the exact sums, the dominance terms and the outward
+    rounding, and no search), each the median of ``reps`` ratios over a warm row sum timed
+    just before it, runs alternated.  The forced run's bounds are wrong for rows that are
+    not dominant and are thrown away: it times the trusted steps, the part of stage A that
+    no change of search can remove."""
+    nt = numba.get_num_threads()
+    print(f"\nStage A and its floor (no search), one thread, wall time (median of {reps} paired ratios):\n"
+          f"{'L':>6} " + " ".join(f"{f'spread {sp}':>19}" for sp in SPREADS) + "   (stage A / floor)")
+    numba.set_num_threads(1)
+    try:
+        for L in SPREAD_LS:
+            n = max(16, elems // L)
+            cells = []
+            for sp in SPREADS:
+                R = rows(n, L, seed=L, spread=sp)
+                M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
+                free, forced = np.full(n, -1, np.int8), np.full(n, 1, np.int8)
+                full, floor = paired_ratios(
+                    [lambda: tf.stage_a(R, free, 3, 5e-4, 1e-6, M, cols, st),
+                     lambda: tf.stage_a(R, forced, 3, 5e-4, 1e-6, M, cols, st)],
+                    lambda: R.sum(axis=1), reps=reps)
+                cells.append(f"{full:>6.1f}x / {floor:>4.1f}x")
+            print(f"{L:>6} " + " ".join(f"{c:>19}" for c in cells), flush=True)
+    finally:
+        numba.set_num_threads(nt)
+
+
 def thread_table(elems, reps=9):
     """certify_batch, one thread against all of numba's threads (forced, whatever the
     load): the median wall time of each over ``reps`` alternated runs, and their ratio;
@@ -335,6 +368,10 @@ def main():
                     help="also time other logit spreads (diffuse rows near initialisation, peaked rows), one thread")
     ap.add_argument("--only-spreads", action="store_true",
                     help="only the spread table (no kernel table, no CLI): the quick check")
+    ap.add_argument("--floor", action="store_true",
+                    help="only the floor table: stage A on one thread beside stage A with the search "
+                         "skipped (every row forced dominant, timing only), over the same row sum: how "
+                         "much of stage A a change of search could remove")
     ap.add_argument("--reps", type=int, default=7, help="paired runs per spread-table ratio (default 7)")
     ap.add_argument("--thread-time", action="store_true",
                     help="time the one-thread spread table by the calling thread's CPU time (numba's serial "
@@ -345,6 +382,11 @@ def main():
                          "a compute-only loop's speed-up as the machine's ceiling at that moment")
     a = ap.parse_args()
     print(load())
+    if a.floor:
+        certify_batch(rows(64, 64), 1e-6)
+        floor_table(a.elems, a.reps)
+        print(load())
+        return
     if a.threads:
         certify_batch(rows(64, 64), 1e-6)
         thread_table(a.elems, max(a.reps, 3))
