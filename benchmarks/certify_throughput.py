@@ -139,30 +139,36 @@ def kernel_table(elems, stages=False):
             print(f"{'':>6} of which stage A (1 thread) {t[2]:5.1f}x", flush=True)
 
 
-def spread_table(elems, reps=7, clock=time.perf_counter):
-    """Every spread, one thread, L = 64…4096: certify_batch time / row-sum time (the median
-    of ``reps`` paired runs, as in the kernel table), the share of rows closed at 1e-6 and
-    the share stage A leaves open for stage B."""
+def _spread_cells(elems, width, cell):
+    """One thread, each L of SPREAD_LS a line and each spread of SPREADS a cell of that
+    line: cell(R, n, L) formats the cell for the softmax rows R (n × L) of that spread."""
     nt = numba.get_num_threads()
-    what = "thread CPU time" if clock is time.thread_time else "wall time"
-    print(f"\nLogit spreads, one thread, {what} (median of {reps} paired ratios; closed %, stage B %):\n{'L':>6} "
-          + " ".join(f"{f'spread {sp}':>24}" for sp in SPREADS))
     numba.set_num_threads(1)
     try:
         for L in SPREAD_LS:
             n = max(16, elems // L)
-            cells = []
-            for sp in SPREADS:
-                R = rows(n, L, seed=L, spread=sp)
-                t = paired_ratios([lambda: certify_batch(R, 1e-6)], lambda: R.sum(axis=1), reps=reps,
-                                  clock=clock)[0]
-                reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
-                M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
-                tf.stage_a(R, np.full(n, -1, np.int8), 3, 5e-4, 1e-6, M, cols, st)
-                cells.append(f"{t:>6.1f}x ({100 * (1 - reg[2] / n):6.2f}%, {100 * np.mean(st == 2):4.1f}%)")
-            print(f"{L:>6} " + " ".join(f"{c:>24}" for c in cells), flush=True)
+            cells = [cell(rows(n, L, seed=L, spread=sp), n, L) for sp in SPREADS]
+            print(f"{L:>6} " + " ".join(f"{c:>{width}}" for c in cells), flush=True)
     finally:
         numba.set_num_threads(nt)
+
+
+def spread_table(elems, reps=7, clock=time.perf_counter):
+    """Every spread, one thread, L = 64…4096: certify_batch time / row-sum time (the median
+    of ``reps`` paired runs, as in the kernel table), the share of rows closed at 1e-6 and
+    the share stage A leaves open for stage B."""
+    what = "thread CPU time" if clock is time.thread_time else "wall time"
+    print(f"\nLogit spreads, one thread, {what} (median of {reps} paired ratios; closed %, stage B %):\n{'L':>6} "
+          + " ".join(f"{f'spread {sp}':>24}" for sp in SPREADS))
+
+    def cell(R, n, L):
+        t = paired_ratios([lambda: certify_batch(R, 1e-6)], lambda: R.sum(axis=1), reps=reps, clock=clock)[0]
+        reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
+        M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
+        tf.stage_a(R, np.full(n, -1, np.int8), 3, 5e-4, 1e-6, M, cols, st)
+        return f"{t:>6.1f}x ({100 * (1 - reg[2] / n):6.2f}%, {100 * np.mean(st == 2):4.1f}%)"
+
+    _spread_cells(elems, 24, cell)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -214,26 +220,18 @@ def floor_table(elems, reps=15):
     just before it, runs alternated.  The forced run's bounds are wrong for rows that are
     not dominant and are thrown away: it times the trusted steps, the part of stage A that
     no change of search can remove."""
-    nt = numba.get_num_threads()
     print(f"\nStage A and its floor (no search), one thread, wall time (median of {reps} paired ratios):\n"
           f"{'L':>6} " + " ".join(f"{f'spread {sp}':>19}" for sp in SPREADS) + "   (stage A / floor)")
-    numba.set_num_threads(1)
-    try:
-        for L in SPREAD_LS:
-            n = max(16, elems // L)
-            cells = []
-            for sp in SPREADS:
-                R = rows(n, L, seed=L, spread=sp)
-                M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
-                free, forced = np.full(n, -1, np.int8), np.full(n, 1, np.int8)
-                full, floor = paired_ratios(
-                    [lambda: tf.stage_a(R, free, 3, 5e-4, 1e-6, M, cols, st),
-                     lambda: tf.stage_a(R, forced, 3, 5e-4, 1e-6, M, cols, st)],
-                    lambda: R.sum(axis=1), reps=reps)
-                cells.append(f"{full:>6.1f}x / {floor:>4.1f}x")
-            print(f"{L:>6} " + " ".join(f"{c:>19}" for c in cells), flush=True)
-    finally:
-        numba.set_num_threads(nt)
+
+    def cell(R, n, L):
+        M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
+        free, forced = np.full(n, -1, np.int8), np.full(n, 1, np.int8)
+        full, floor = paired_ratios([lambda: tf.stage_a(R, free, 3, 5e-4, 1e-6, M, cols, st),
+                                     lambda: tf.stage_a(R, forced, 3, 5e-4, 1e-6, M, cols, st)],
+                                    lambda: R.sum(axis=1), reps=reps)
+        return f"{full:>6.1f}x / {floor:>4.1f}x"
+
+    _spread_cells(elems, 19, cell)
 
 
 def thread_table(elems, reps=9):
