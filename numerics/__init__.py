@@ -3,3 +3,7 @@
 One algorithm, several precisions (Fraction, mpmath, float64, torch), chosen by
 argument.  No checks and no I/O live here.
 """
+
+from numerics import jitcache as _jitcache
+
+_jitcache.install()   # numba's cache for numerics/ follows every source file of it
