@@ -103,6 +103,28 @@ def pair_min(c, b2, nb, w, wi):
 
 
 @numba.njit(cache=True, inline="always")
+def first_equal(c, v, b2, nb, w, wi, fresh):
+    """The first q < nb with |fl(c + b2[q])| = v (one exists), where w[1:nb] already holds
+    those values from pair_min(c, b2, nb, w, wi) unless ``fresh`` asks for them again (w[0]
+    holds pair_min's result, so q = 0 is tested on its own).  The same q as stepping q up
+    from 0 while |c + b2[q]| ≠ v, without that loop's serial compare and mispredicted exit:
+    the values are nonnegative floats and never NaN (c is finite), so they are equal
+    exactly when their bit patterns are, and the least index of a match is an integer min
+    reduction, which vectorises."""
+    if abs(c + b2[0]) == v:
+        return 0
+    if fresh:
+        pair_min(c, b2, nb, w, wi)
+    w[0] = v
+    t = wi[0]
+    wi[0] = t + 1                 # q = 0 is not a match (tested above)
+    first = nb
+    for q in range(nb):
+        first = min(first, q if wi[q] == t else nb)
+    return first
+
+
+@numba.njit(cache=True, inline="always")
 def exchange_window(x, mk, j0, span, rounds, stop, D, b2, w):
     """Stage A's exchange: the best exchange of an atom of S with one of S^c, both among
     the nonzero atoms with index in [j0, j0 + span), repeated up to ``rounds`` times while
@@ -129,6 +151,7 @@ def exchange_window(x, mk, j0, span, rounds, stop, D, b2, w):
             sw |= np.uint64(pos & inS) << np.uint64(q)
         best = abs(D)
         bp = -1
+        p = -1
         while sw != 0:                 # S's atoms in index order, by their set bits
             p = np.int64(trailing_zeros(sw))
             sw &= sw - np.uint64(1)
@@ -141,9 +164,7 @@ def exchange_window(x, mk, j0, span, rounds, stop, D, b2, w):
         if bp < 0:
             break
         c = D - 2.0 * x[j0 + bp]
-        bq = 0
-        while abs(c + b2[bq]) != best:  # the first partner attaining it (one exists)
-            bq += 1
+        bq = first_equal(c, best, b2, E, w, wi, bp != p)
         mk[j0 + bp] = 0
         mk[j0 + bq] = 1
         D = c + b2[bq]

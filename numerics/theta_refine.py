@@ -107,36 +107,67 @@ def _half_sums_into(v, s, o, s2, o2):
     return s[:m], o[:m]
 
 
+@numba.njit(cache=True, inline="always")
+def _class_max(x, mx, C):
+    # mx[b] = the largest atom of x whose index is ≡ b (mod C), b < C ≤ len(x); C is a
+    # literal at each call, so the loop over b is one vector of C lanes
+    L = x.shape[0]
+    for b in range(C):
+        mx[b] = x[b]
+    j0 = C
+    while j0 + C <= L:
+        for b in range(C):
+            v = x[j0 + b]
+            mx[b] = v if v > mx[b] else mx[b]
+        j0 += C
+    for b in range(L - j0):
+        v = x[j0 + b]
+        mx[b] = v if v > mx[b] else mx[b]
+
+
 @numba.njit(cache=True)
 def top_into(x, top, val, ci, mx):
     """top[:] = trusted.top_indices(x, K) for K = len(top) ≤ len(x): the same indices in the
-    same order (tested against it), 1.3–1.7× faster at L ≤ 256 (measured, K = 6 and 12) and
-    with no allocation; K ≤ len(x) is the caller's to ensure.  val, mx: scratch of K
-    entries, ci of len(x).  Only the atoms ≥ t can be among the K
-    largest, t the least of the maxima of the K residue classes j mod K: those maxima are
-    K distinct atoms ≥ t, so the K-th largest value is ≥ t.  The atoms < t are dropped
-    (in index order, branch-free) and the reference's insertion (trusted.top_of) runs over
-    the rest (13 of 64 atoms for K = 6, 28 for K = 12 on the softmax rows of spread 5 that
-    reach stage B): it keeps the same K atoms in the same order, as the dropped atoms are
-    below all of them."""
+    same order (tested against it), with no allocation; K ≤ len(x) is the caller's to
+    ensure.  val: scratch of K entries, mx of max(K, 16), ci of len(x).  Only the atoms
+    ≥ t can be among the K largest, where t is the K-th largest of the maxima of C ≥ K
+    residue classes j mod C: those K maxima are K distinct atoms ≥ t, so the K-th largest
+    value is ≥ t.  The atoms < t are dropped (in index order, branch-free) and the
+    reference's insertion (trusted.top_of) runs over the rest (about 13 of 64 atoms for
+    K = 6 on the softmax rows of spread 5 that reach stage B): it keeps the same K atoms
+    in the same order, as the dropped atoms are below all of them.  C is 8 for K ≤ 8 and
+    16 for K ≤ 16 (a vector of lanes each), else K."""
     L = x.shape[0]
     K = top.shape[0]
     if K == 0:
         return
-    for b in range(K):
-        mx[b] = x[b]
-    j0 = K
-    while j0 + K <= L:
+    if K <= 8 and L >= 8:
+        C = 8
+        _class_max(x, mx, 8)
+    elif K <= 16 and L >= 16:
+        C = 16
+        _class_max(x, mx, 16)
+    else:
+        C = K
         for b in range(K):
+            mx[b] = x[b]
+        j0 = K
+        while j0 + K <= L:
+            for b in range(K):
+                v = x[j0 + b]
+                mx[b] = v if v > mx[b] else mx[b]
+            j0 += K
+        for b in range(L - j0):
             v = x[j0 + b]
             mx[b] = v if v > mx[b] else mx[b]
-        j0 += K
-    for b in range(L - j0):
-        v = x[j0 + b]
-        mx[b] = v if v > mx[b] else mx[b]
-    t = np.inf
-    for b in range(K):
-        t = mx[b] if mx[b] < t else t
+    t = np.inf                         # the K-th largest maximum, by rank (branch-free):
+    for a in range(C):                 # mx[a]'s rank counts the maxima above it and the
+        v = mx[a]                      # equal ones before it, so exactly one has rank K − 1
+        r = 0
+        for b in range(C):
+            w = mx[b]
+            r += 1 if (w > v or (w == v and b < a)) else 0
+        t = v if r == K - 1 else t
     c = 0
     for j in range(L):
         ci[c] = j

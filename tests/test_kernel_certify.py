@@ -636,3 +636,25 @@ def test_borrowed_views_read_and_write_the_owners_data():
     assert s == sum(float(a[i, j]) for i in range(5) for j in range(1, 7))
     assert bits0 == a.view(np.int64)[0, 0] and (n, L) == a.shape
     assert np.array_equal(b, a[:, 0] * 2.0)
+
+
+def test_exchange_partner_is_the_first_attaining_the_least_value():
+    # stage A's exchange finds its partner by first_equal (an integer min reduction over
+    # the values pair_min left in w) instead of stepping q up while |c + b2[q]| != v: the
+    # same index on ties, +inf entries (S's atoms) and a match at q = 0, with w fresh or not
+    rng = np.random.default_rng(29)
+    w = np.empty(64)
+    wi = w.view(np.int64)
+    for t in range(3000):
+        nb = int(rng.integers(1, 65))
+        b2 = 2.0 * rng.choice([0.125, 0.25, 0.375, 0.5], nb) if t % 3 == 0 else 2.0 * rng.random(nb)
+        b2[rng.random(nb) < 0.4] = np.inf
+        b2[int(rng.integers(0, nb))] = 2.0 * rng.random()        # one finite partner at least
+        c = -float(rng.choice(b2[np.isfinite(b2)])) + (0.0 if t % 2 else rng.normal() * 1e-3)
+        v = tk.pair_min(c, b2, nb, w, wi)
+        q = 0
+        while abs(c + b2[q]) != v:                                # the plain reference
+            q += 1
+        assert tk.first_equal(c, v, b2, nb, w, wi, False) == q
+        w[:] = rng.random(64)                                     # w left by another atom
+        assert tk.first_equal(c, v, b2, nb, w, wi, True) == q
