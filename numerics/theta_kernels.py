@@ -102,6 +102,9 @@ def pair_min(c, b2, nb, w, wi):
     return w[0]
 
 
+INF_BITS = np.int64(0x7FF0000000000000)   # the bit pattern of +inf
+
+
 @numba.njit(cache=True, inline="always")
 def first_equal(c, v, b2, nb, w, wi, fresh):
     """The first q < nb with |fl(c + b2[q])| = v (one exists), where w[1:nb] already holds
@@ -139,6 +142,7 @@ def exchange_window(x, mk, j0, span, rounds, stop, D, b2, w):
     the evaluator); the torch twin (numerics.theta_torch) makes the same choices."""
     E = min(span, x.shape[0] - j0, 64)
     wi = w.view(np.int64)
+    b2i = b2.view(np.int64)
     for _ in range(rounds):
         if abs(D) <= stop:
             break
@@ -149,13 +153,41 @@ def exchange_window(x, mk, j0, span, rounds, stop, D, b2, w):
             pos = v > 0.0              # & and > on the two flags: no short-circuit branch
             b2[q] = 2.0 * v if pos > inS else np.inf
             sw |= np.uint64(pos & inS) << np.uint64(q)
+        # the least and the largest finite b2 (on bit patterns: b2 ≥ 0, as in pair_min)
+        lo_b = INF_BITS
+        hi_b = np.int64(0)
+        for q in range(E):
+            u = b2i[q]
+            lo_b = u if u < lo_b else lo_b
+            u = u if u != INF_BITS else np.int64(0)
+            hi_b = u if u > hi_b else hi_b
+        if lo_b == INF_BITS:           # no partner in the window: every value is +inf
+            break
+        wi[0] = lo_b
+        bmin = w[0]
+        wi[0] = hi_b
+        bmax = w[0]
         best = abs(D)
         bp = -1
         p = -1
+        last = -1                      # the atom whose values pair_min left in w
         while sw != 0:                 # S's atoms in index order, by their set bits
             p = np.int64(trailing_zeros(sw))
             sw &= sw - np.uint64(1)
-            v = pair_min(D - 2.0 * x[j0 + p], b2, E, w, wi)
+            # fl(c + b) only grows with b: when even the least b2 leaves c + b ≥ 0, every
+            # value is c + b and the least is fl(c + bmin); when even the largest finite
+            # one leaves it ≤ 0, the least |·| is at bmax (the +inf entries give +inf).
+            # Either is the value the scan would give, found without it
+            c = D - 2.0 * x[j0 + p]
+            lo_v = c + bmin
+            hi_v = c + bmax
+            if lo_v >= 0.0:
+                v = abs(lo_v)
+            elif hi_v <= 0.0:
+                v = abs(hi_v)
+            else:
+                v = pair_min(c, b2, E, w, wi)
+                last = p
             if v < best:
                 best = v
                 bp = p
@@ -164,7 +196,7 @@ def exchange_window(x, mk, j0, span, rounds, stop, D, b2, w):
         if bp < 0:
             break
         c = D - 2.0 * x[j0 + bp]
-        bq = first_equal(c, best, b2, E, w, wi, bp != p)
+        bq = first_equal(c, best, b2, E, w, wi, bp != last)
         mk[j0 + bp] = 0
         mk[j0 + bq] = 1
         D = c + b2[bq]
