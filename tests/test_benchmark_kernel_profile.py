@@ -1,7 +1,7 @@
 """Smoke test of ``benchmarks/kernel_profile.py``: it samples stage A with perf and prints
 the compiled functions' shares and the hottest instructions.  No timing is asserted.  It
-needs Linux perf allowed to sample, and objdump; where either is missing the tool must say
-so and exit 2, which is checked instead."""
+needs Linux perf allowed to sample, and objdump; where either is missing, or perf cannot
+sample here, the tool must say so and exit 2, which is checked instead."""
 import re
 import shutil
 import subprocess
@@ -15,7 +15,8 @@ def test_kernel_profile_attributes_the_samples_to_stage_a():
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernel_profile.py"), "--L", "64",
                           "--spread", "2.5", "--seconds", "0.5", "--top", "3"], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
-    if shutil.which("perf") is None or shutil.which("objdump") is None or "perf record did not start" in res.stderr:
+    if shutil.which("perf") is None or shutil.which("objdump") is None or res.stderr.startswith("kernel_profile: perf"):
+        # no perf here, or one not allowed to sample this process: the tool's own clear error
         assert res.returncode == 2 and res.stderr.startswith("kernel_profile: "), res.stderr
         return
     assert res.returncode == 0, res.stderr
