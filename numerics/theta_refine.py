@@ -109,8 +109,8 @@ def _half_sums_into(v, s, o, s2, o2):
 
 @numba.njit(cache=True, inline="always")
 def _class_max(x, mx, C):
-    # mx[b] = the largest atom of x whose index is ≡ b (mod C), b < C ≤ len(x); C is a
-    # literal at each call, so the loop over b is one vector of C lanes
+    # mx[b] = the largest atom of x whose index is ≡ b (mod C), b < C ≤ len(x); where C is
+    # a literal at the call (8, 16), the loop over b is one vector of C lanes
     L = x.shape[0]
     for b in range(C):
         mx[b] = x[b]
@@ -149,17 +149,7 @@ def top_into(x, top, val, ci, mx):
         _class_max(x, mx, 16)
     else:
         C = K
-        for b in range(K):
-            mx[b] = x[b]
-        j0 = K
-        while j0 + K <= L:
-            for b in range(K):
-                v = x[j0 + b]
-                mx[b] = v if v > mx[b] else mx[b]
-            j0 += K
-        for b in range(L - j0):
-            v = x[j0 + b]
-            mx[b] = v if v > mx[b] else mx[b]
+        _class_max(x, mx, K)
     t = np.inf                         # the K-th largest maximum, by rank (branch-free):
     for a in range(C):                 # mx[a]'s rank counts the maxima above it and the
         v = mx[a]                      # equal ones before it, so exactly one has rank K − 1
