@@ -32,7 +32,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WINDOW = 1 << 17        # bytes of machine code read from the hottest function
+WINDOW = 1 << 17        # at most this many bytes of machine code are taken as one function's
+
+
+def _mapped_end(addr):
+    # the end of the readable mapping of this process that holds addr (0: none), so that
+    # reading a function's code never runs past its mapping
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            lo, hi = (int(v, 16) for v in line.split()[0].split("-"))
+            if lo <= addr < hi and line.split()[1].startswith("r"):
+                return hi
+    return 0
 
 
 def _fail(msg):
@@ -153,6 +164,8 @@ def _profile(a, cache):
     if ips.returncode != 0:
         _fail("perf script failed: " + ips.stderr.strip()[-300:])
     starts = sorted(syms)
+    # a function's extent: up to the next known function, its mapping's end, or WINDOW
+    ends = {a: min(a + WINDOW, nxt, _mapped_end(a) or a) for a, nxt in zip(starts, starts[1:] + [1 << 64])}
     per_fn = collections.Counter()
     per_ip = collections.Counter()
     total = 0
@@ -163,7 +176,7 @@ def _profile(a, cache):
             continue
         total += 1
         k = bisect.bisect_right(starts, ip) - 1
-        if k >= 0 and ip - starts[k] < WINDOW:
+        if k >= 0 and ip < ends[starts[k]]:
             per_fn[starts[k]] += 1
             per_ip[ip] += 1
         else:
@@ -182,7 +195,7 @@ def _profile(a, cache):
     if a.function is not None and hot is None:
         _fail(f"no samples in {a.function}")
     if hot is not None:
-        code = ctypes.string_at(hot, WINDOW)
+        code = ctypes.string_at(hot, ends[hot] - hot)
         blob = os.path.join(cache, "hot.bin")
         with open(blob, "wb") as fh:
             fh.write(code)
@@ -195,7 +208,7 @@ def _profile(a, cache):
                 ins[int(m.group(1), 16)] = m.group(2).strip()
         blocks = collections.Counter()
         for ip, c in per_ip.items():
-            if 0 <= ip - hot < WINDOW:
+            if hot <= ip < ends[hot]:
                 blocks[(ip - hot) // 128] += c
         out += ["", f"hottest 128-byte blocks of {_short(syms[hot])} (offset, share of all samples; "
                     "instructions with ≥ 0.2 %):"]

@@ -72,13 +72,15 @@ def _change_exact_sum(pkg):
     p.write_text(s[:j] + "\n    return 0.0 * s\n" + s[j + len("\n    return s\n"):])
 
 
-@pytest.mark.parametrize("variant", ["stamped", "no-locator-classes"])
+@pytest.mark.parametrize("variant", ["stamped", "stamped NUMBA_CACHE_DIR", "no-locator-classes"])
 def test_a_change_in_another_numerics_file_reaches_the_cached_kernel(tmp_path, variant):
+    # in-tree caches, a user's NUMBA_CACHE_DIR, and the fallback for a numba without the
+    # locator classes
     pkg = _copy(tmp_path)
-    cache = tmp_path / "user-cache" if variant == "no-locator-classes" else None
+    cache = tmp_path / "user-cache" if variant != "stamped" else None
     first = _run(tmp_path, variant, cache)
     again = _run(tmp_path, variant, cache)
-    assert first["mode"] == ("stamped" if variant == "stamped" else "folder")
+    assert first["mode"] == ("folder" if variant == "no-locator-classes" else "stamped")
     assert (first["misses"], again["hits"], again["misses"]) == (1, 1, 0)   # it is cached
     assert again["D"] == first["D"]
     _change_exact_sum(pkg)
@@ -88,6 +90,9 @@ def test_a_change_in_another_numerics_file_reaches_the_cached_kernel(tmp_path, v
     if variant == "no-locator-classes":
         assert Path(first["cache_dir"]).parent == cache
         assert after["cache_dir"] != first["cache_dir"]
+    if variant == "stamped NUMBA_CACHE_DIR":              # the user's folder holds the cache
+        assert Path(first["cache_dir"]) == cache and any(cache.rglob("*.nbi"))
+        assert not (pkg / "__pycache__").exists() or not any((pkg / "__pycache__").glob("*.nbi"))
 
 
 def test_control_numba_alone_keeps_the_stale_kernel(tmp_path):
