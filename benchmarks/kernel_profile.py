@@ -9,9 +9,11 @@ whole ``certify_batch``) runs over the same rows for a few seconds.  Each sample
 instruction address is attributed to the compiled function it falls in, and for the
 function with the most samples the hottest instructions are printed with their
 disassembly (``objdump``) and the share of samples on each, grouped in 128-byte blocks.
+``--listing FILE`` writes that function's whole disassembly with each instruction's share,
+to read a hot block in the code around it (a loop's head, its exit, what it reloads).
 
 Usage: python benchmarks/kernel_profile.py [--L 64] [--spread 1.0] [--what stage_a|certify]
-       [--seconds 3] [--top 12] [--out FILE]
+       [--seconds 3] [--top 12] [--out FILE] [--listing FILE]
 Needs ``perf`` (Debian: linux-perf) allowed to sample this process (root, or
 kernel.perf_event_paranoid ≤ 1) and ``objdump`` (binutils).  One thread.
 """
@@ -91,6 +93,8 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=3.0, help="how long to sample (default 3)")
     ap.add_argument("--top", type=int, default=12, help="hottest 128-byte blocks to print (default 12)")
     ap.add_argument("--out", help="also write the report to this file")
+    ap.add_argument("--listing", help="write the shown function's whole disassembly to this file, each "
+                                      "instruction as: offset, share of all samples in %%, instruction")
     a = ap.parse_args(argv)
     for tool in ("perf", "objdump"):
         if shutil.which(tool) is None:
@@ -218,6 +222,9 @@ def _profile(a, cache):
                 s = per_ip.get(hot + off, 0)
                 if s >= 0.002 * total:
                     out.append(f"    {off:#07x} {100 * s / total:5.2f}%  {ins[off]}")
+        if a.listing:
+            Path(a.listing).write_text("".join(f"{off:#07x} {100 * per_ip.get(hot + off, 0) / total:7.3f}  {ins[off]}\n"
+                                               for off in sorted(ins)))
     text = "\n".join(out)
     print(text)
     if a.out:
