@@ -67,17 +67,34 @@ def _fractions(row) -> list[Fraction]:
     return to_fractions(row)
 
 
+def _ratio(v: float) -> tuple[int, int]:
+    # to_fractions' checks, for one float
+    if not math.isfinite(v):
+        raise ValueError(f"non-finite entry {v!r}")
+    if v < 0:
+        raise ValueError(f"negative entry {v!r}")
+    return v.as_integer_ratio()
+
+
 def integer_weights(row) -> list[int]:
     """Integers w with w_i / D = row_i for one common denominator D > 0.
 
     θ, δ and every subset ratio are invariant under scaling, so these integers
     are all the exact solvers need.
     """
-    fr = _fractions(row)
-    den = 1
-    for f in fr:
-        den = den * f.denominator // math.gcd(den, f.denominator)
-    w = [f.numerator * (den // f.denominator) for f in fr]
+    if isinstance(row, np.ndarray) and row.dtype.kind == "f":
+        # floats directly, without Fraction objects (about 10× faster, the same integers):
+        # each float is n/d exactly with d a power of two (as_integer_ratio, lowest terms,
+        # which is what Fraction(v) holds), so the least common denominator is the largest d
+        nd = [_ratio(v) for v in row.astype(np.float64).tolist()]
+        den = max((d for _, d in nd), default=1)
+        w = [n * (den // d) for n, d in nd]
+    else:
+        fr = _fractions(row)
+        den = 1
+        for f in fr:
+            den = den * f.denominator // math.gcd(den, f.denominator)
+        w = [f.numerator * (den // f.denominator) for f in fr]
     g = 0
     for x in w:
         g = math.gcd(g, x)

@@ -432,6 +432,100 @@ def count_interval(w, K):
     """The count lemma in integers: (d, mask) with d ≤ min_S |w(S) − w(S^c)| for integer
     weights w (nonzero, any order), and a mask attaining d when d > 0.
 
+    The same (d, mask) as :func:`count_interval_plain` (the statement and its proof are
+    there): where every number the lemma forms fits int64, in NumPy (:func:`_count_interval_i64`,
+    the 2^(K−1) sign sums as one array instead of Python tuples: about 20× faster at K = 12),
+    else by that plain form itself.
+    """
+    # every number formed is at most 2·Σw in magnitude (see _count_interval_i64)
+    if 2 * sum(w) < 2 ** 62:
+        return _count_interval_i64(w, K)
+    return count_interval_plain(w, K)
+
+
+def _count_interval_i64(w, K):
+    """count_interval_plain for Σw < 2^61, its loop compiled (:func:`_count_scan_i64`) on
+    int64 values: every number it forms is a sum of ±w's (|·| ≤ Σw) or a difference of two
+    of them (|·| ≤ 2·Σw < 2^62), so none wraps.  Same order, same (d, mask)."""
+    n = len(w)
+    order = sorted(range(n), key=lambda i: (-w[i], i))
+    K = min(K, n)
+    top, tail = order[:K], order[K:][::-1]            # tail ascending
+    m = len(tail)
+    found, best, bits, small, j = _count_scan_i64(np.array([w[i] for i in top], dtype=np.int64),
+                                                  np.array([w[i] for i in tail], dtype=np.int64))
+    if not found:
+        return 0, None
+    mask = [False] * n
+    for q in range(K):
+        mask[top[q]] = bool(bits >> q & 1)
+    for i in (tail[:j] if small else tail[m - j:]):
+        mask[i] = True
+    return int(best), mask
+
+
+@numba.njit(cache=True)
+def _count_scan_i64(wtop, wtail):
+    """The loop of count_interval_plain on int64 values (the caller bounds them): the K top
+    weights wtop (largest first) and the tail wtail (ascending).  Returns (found, d, bits,
+    small, j): found False where some S may balance (no bound); else the least distance d,
+    first met in the plain form's order, and its witness — the top atoms of bits (bit q:
+    ε_q = +1) with the j smallest tail atoms (small) or the j largest."""
+    K = wtop.size
+    m = wtail.size
+    t = np.int64(0)
+    for i in range(m):
+        t += wtail[i]
+    a = np.empty(m + 1, np.int64)                 # left ends 2·s_j − t, increasing in j
+    b = np.empty(m + 1, np.int64)                 # right ends 2·l_j − t, increasing in j
+    a[0] = -t
+    b[0] = -t
+    for i in range(m):
+        a[i + 1] = a[i] + 2 * wtail[i]
+        b[i + 1] = b[i] + 2 * wtail[m - 1 - i]
+    # the sign sums Σ ε w in the plain order: step q puts the sums with +w_q first, then
+    # those with −w_q (bits: ε = +1), as the plain form's list concatenation does
+    N = 1 << max(K - 1, 0)
+    xs = np.empty(N, np.int64)
+    bs = np.empty(N, np.int64)
+    xs[0] = wtop[0] if K else 0
+    bs[0] = 1 if K else 0
+    h = 1
+    for q in range(1, K):
+        v = wtop[q]
+        for u in range(h):
+            xs[h + u] = xs[u] - v
+            bs[h + u] = bs[u]
+            xs[u] = xs[u] + v
+            bs[u] = bs[u] | (np.int64(1) << q)
+        h *= 2
+    found = False
+    best = np.int64(0)
+    bbits = np.int64(0)
+    small = True
+    bj = 0
+    for u in range(N):
+        target = -xs[u]
+        lo, hi = 0, m + 1                         # bisect_left: first j with b_j ≥ target
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if b[mid] < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        j = lo
+        if j <= m and a[j] <= target:
+            return False, np.int64(0), np.int64(0), True, 0     # some S may balance: no bound
+        if j <= m and (not found or a[j] - target < best):
+            found, best, bbits, small, bj = True, a[j] - target, bs[u], True, j
+        if j >= 1 and (not found or target - b[j - 1] < best):
+            found, best, bbits, small, bj = True, target - b[j - 1], bs[u], False, j - 1
+    return found, best, bbits, small, bj
+
+
+def count_interval_plain(w, K):
+    """The count lemma in plain Python integers (any size): (d, mask) as :func:`count_interval`.
+
     Let the K largest atoms be fixed with signs ε (ε₁ = +1: S and S^c give the same
     |A − B|), the other m atoms be the tail with total t, and s_j / l_j the sums of its j
     smallest / largest atoms.  If S takes j tail atoms, the tail contributes

@@ -5,6 +5,7 @@ subset sums as the bits of a Python int), never numerics.theta.best_mask_brutefo
 theta_exact itself uses for short rows.
 """
 import itertools
+import math
 import random
 from fractions import Fraction as F
 
@@ -45,6 +46,43 @@ def test_float_rows_are_taken_exactly():
     assert [F(x, sum(w)) for x in w] == normalise(row)
     bf = torch.tensor([0.3, 0.3, 0.4], dtype=torch.bfloat16)
     assert to_fractions(bf) == [F(float(x)) for x in bf.float()]
+
+
+def _weights_by_fractions(row):
+    # the plain reference: every value as a Fraction, the least common denominator, the gcd
+    fr = to_fractions(row)
+    den = 1
+    for f in fr:
+        den = den * f.denominator // math.gcd(den, f.denominator)
+    w = [f.numerator * (den // f.denominator) for f in fr]
+    g = 0
+    for x in w:
+        g = math.gcd(g, x)
+    return [x // g for x in w] if g > 1 else w
+
+
+def test_integer_weights_of_float_arrays_match_the_fraction_form():
+    rng = np.random.default_rng(3)
+    rows = [np.zeros(3), np.array([-0.0, 0.0, 1.0]), np.array([5e-324, 1.0]), np.array([1.7976931348623157e308, 1e-300]),
+            np.array([2.0 ** -1074, 2.0 ** -1073, 3 * 2.0 ** -1074]), np.array([], dtype=np.float64)]
+    for _ in range(300):
+        L = int(rng.integers(1, 40))
+        x = np.exp(rng.normal(size=L) * rng.choice([0.1, 1.0, 5.0, 40.0]))
+        x[rng.random(L) < 0.2] = 0.0
+        rows += [x, x.astype(np.float32), x.astype(np.float16), x * 2.0 ** -1060]
+    def outcome(f, row):
+        try:
+            return f(row)
+        except ValueError as e:           # float16 casts overflow to inf: the same error wanted
+            return str(e)
+    for row in rows:
+        assert outcome(integer_weights, row) == outcome(_weights_by_fractions, row), row
+    for bad in (np.array([0.5, np.nan]), np.array([0.5, -0.1]), np.array([np.inf, 1.0], dtype=np.float32)):
+        with pytest.raises(ValueError) as a:
+            integer_weights(bad)
+        with pytest.raises(ValueError) as b:
+            to_fractions(bad)
+        assert str(a.value) == str(b.value)
 
 
 def test_bad_entries_raise():

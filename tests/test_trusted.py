@@ -368,14 +368,15 @@ def test_topk_row_on_any_atoms_is_a_bound_and_prefixes_are_the_smaller_k():
                 assert a[1] == b[1] and np.array_equal(m1, m2)
 
 
-def test_count_interval_against_every_subset():
+@pytest.mark.parametrize("form", ["count_interval", "count_interval_plain"])
+def test_count_interval_against_every_subset(form):
     rng = np.random.default_rng(10)
     pos = 0
     for _ in range(400):
         n = int(rng.integers(1, 11))
         w = [int(v) for v in rng.integers(1, 1 << int(rng.integers(1, 20)), n)]
         K = int(rng.integers(0, 4))
-        d, mask = t.count_interval(w, K)
+        d, mask = getattr(t, form)(w, K)
         best = _min_disc(w)
         assert 0 <= d <= best                                     # I8
         if d > 0:
@@ -383,6 +384,37 @@ def test_count_interval_against_every_subset():
             A = sum(v for v, b in zip(w, mask) if b)
             assert abs(2 * A - sum(w)) == d == best               # attained: optimal
     assert pos > 40
+
+
+def test_count_interval_int64_form_matches_the_plain_one():
+    # the NumPy form (every number in int64) gives the plain form's (d, mask) exactly, ties
+    # and the first-found witness included, up to the largest sums it takes; beyond them
+    # count_interval is the plain form itself
+    rng = np.random.default_rng(12)
+    seen = {"bound": 0, "none": 0, "i64": 0, "plain": 0}
+    for it in range(3000):
+        n = int(rng.integers(1, 31))
+        kind = it % 4
+        if kind == 0:       # small weights with many ties
+            w = [int(v) for v in rng.integers(1, 6, n)]
+        elif kind == 1:     # softmax-like weights over one denominator
+            w = [int(v) for v in (np.exp(rng.normal(size=n) * rng.choice([0.3, 1.0, 3.0])) * 2 ** 40).astype(np.int64) + 1]
+        elif kind == 2:     # near the int64 form's limit (2·Σw just below or above 2^62)
+            w = [int(v) for v in rng.integers(1, 2 ** 56, n)]
+            scale = (2 ** int(rng.choice([60, 61, 62]))) // sum(w)
+            w = [v * scale + int(rng.integers(0, 3)) for v in w]
+        else:               # one dominant atom, or a few big and many small
+            w = [int(v) for v in rng.integers(1, 1000, n)]
+            w[int(rng.integers(0, n))] *= int(rng.choice([2, 50, 10 ** 6]))
+        K = int(rng.integers(0, 14))
+        fast = 2 * sum(w) < 2 ** 62
+        seen["i64" if fast else "plain"] += 1
+        got, ref = t.count_interval(w, K), t.count_interval_plain(w, K)
+        assert got == ref, (w, K)
+        if fast:
+            assert t._count_interval_i64(w, K) == ref
+        seen["bound" if ref[0] > 0 else "none"] += 1
+    assert min(seen.values()) > 100, seen
 
 
 # ----------------------------------------------------------------------------- closed / open
