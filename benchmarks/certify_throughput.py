@@ -15,7 +15,11 @@
 5. with ``--floor`` (alone): stage A on one thread beside the same stage A with its search
    skipped (every row forced dominant, for timing only), both over the row sum: the
    trusted steps' share, which no change of search can remove;
-6. with ``--threads`` (alone): certify_batch's own speed-up, one thread against all of
+6. with ``--causal`` (alone): certify_batch on one thread on causally masked rows — row
+   length T, each row attending to a random prefix (the rest exact zeros), as in a decoder
+   at initialisation — and on short full rows (L = 8, 16, 32), where far more rows need
+   stage B's upper bounds than at L ≥ 64;
+7. with ``--threads`` (alone): certify_batch's own speed-up, one thread against all of
    numba's threads (forced), runs alternated and medians compared, beside the speed-ups of
    two compute-only parallel loops measured in the same run, before and after: they touch
    no memory, so where they fall short of the thread count the machine's cores were not
@@ -25,7 +29,7 @@
    so two threads sharing one core read about 1).
 
 Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
-       [--stages] [--spreads | --only-spreads | --floor | --threads] [--reps N]
+       [--stages] [--spreads | --only-spreads | --floor | --causal | --threads] [--reps N]
 Wall-clock times.  Kernel table: each certify run is paired with a row sum timed just
 before it, back to back after an untimed sum (its rows warm in cache: the strictest
 yardstick), and the median of 15 such ratios is shown; a shared machine's slow spells then
@@ -169,6 +173,49 @@ def spread_table(elems, reps=7, clock=time.perf_counter):
         return f"{t:>6.1f}x ({100 * (1 - reg[2] / n):6.2f}%, {100 * np.mean(st == 2):4.1f}%)"
 
     _spread_cells(elems, 24, cell)
+
+
+def causal_rows(n, T, seed=0, spread=2.5):
+    # softmax over a random prefix 0..k of each row (k uniform in 0..T−1), zeros after it
+    rng = np.random.default_rng(seed)
+    lg = rng.normal(size=(n, T)) * spread
+    keep = np.arange(T)[None, :] <= rng.integers(0, T, size=n)[:, None]
+    e = np.where(keep, np.exp(lg - lg.max(1, keepdims=True)), 0.0)
+    return e / e.sum(1, keepdims=True)
+
+
+CAUSAL_TS = (64, 256, 1024)
+SHORT_LS = (8, 16, 32)
+
+
+def causal_table(elems, reps=7):
+    """One thread: certify_batch over the row sum (median of ``reps`` paired ratios) on
+    causally masked rows of length T and on short full rows, every spread, with the share
+    of rows closed at 1e-6 and the share stage A leaves to stage B."""
+    print(f"\nCausal and short rows, one thread, wall time (median of {reps} paired ratios; closed %, "
+          f"stage B %):\n{'rows':>12} " + " ".join(f"{f'spread {sp}':>24}" for sp in SPREADS))
+    nt = numba.get_num_threads()
+    numba.set_num_threads(1)
+
+    def cell(R):
+        n, L = R.shape
+        t = paired_ratios([lambda: certify_batch(R, 1e-6)], lambda: R.sum(axis=1), reps=reps)[0]
+        reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
+        M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
+        tf.stage_a(R, np.full(n, -1, np.int8), 3, 5e-4, 1e-6, M, cols, st)
+        return f"{t:>6.1f}x ({100 * (1 - reg[2] / n):6.2f}%, {100 * np.mean(st == 2):4.1f}%)"
+
+    try:
+        for T in CAUSAL_TS:
+            n = max(16, elems // T)
+            cells = [cell(causal_rows(n, T, seed=T, spread=sp)) for sp in SPREADS]
+            print(f"{f'causal {T}':>12} " + " ".join(f"{c:>24}" for c in cells), flush=True)
+        for L in SHORT_LS:
+            n = max(16, (elems // 4) // L)
+            cells = [cell(rows(n, L, seed=L, spread=sp)) for sp in SPREADS]
+            print(f"{f'L = {L}':>12} " + " ".join(f"{c:>24}" for c in cells), flush=True)
+    finally:
+        numba.set_num_threads(nt)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -370,6 +417,9 @@ def main():
                     help="only the floor table: stage A on one thread beside stage A with the search "
                          "skipped (every row forced dominant, timing only), over the same row sum: how "
                          "much of stage A a change of search could remove")
+    ap.add_argument("--causal", action="store_true",
+                    help="only the causal table: causally masked rows (random prefixes of T = 64, 256, "
+                         "1024, zeros after) and short full rows (L = 8, 16, 32), one thread, every spread")
     ap.add_argument("--reps", type=int, default=7, help="paired runs per spread-table ratio (default 7)")
     ap.add_argument("--thread-time", action="store_true",
                     help="time the one-thread spread table by the calling thread's CPU time (numba's serial "
@@ -383,6 +433,11 @@ def main():
     if a.floor:
         certify_batch(rows(64, 64), 1e-6)
         floor_table(a.elems, a.reps)
+        print(load())
+        return
+    if a.causal:
+        certify_batch(rows(64, 64), 1e-6)
+        causal_table(a.elems, a.reps)
         print(load())
         return
     if a.threads:
