@@ -5,7 +5,6 @@ subset sums as the bits of a Python int), never numerics.theta.best_mask_brutefo
 theta_exact itself uses for short rows.
 """
 import itertools
-import math
 import random
 from fractions import Fraction as F
 
@@ -49,16 +48,9 @@ def test_float_rows_are_taken_exactly():
 
 
 def _weights_by_fractions(row):
-    # the plain reference: every value as a Fraction, the least common denominator, the gcd
-    fr = to_fractions(row)
-    den = 1
-    for f in fr:
-        den = den * f.denominator // math.gcd(den, f.denominator)
-    w = [f.numerator * (den // f.denominator) for f in fr]
-    g = 0
-    for x in w:
-        g = math.gcd(g, x)
-    return [x // g for x in w] if g > 1 else w
+    # the Fraction form of integer_weights (a list of Fractions takes that path), which the
+    # float-array form must match
+    return integer_weights(to_fractions(row))
 
 
 def test_integer_weights_of_float_arrays_match_the_fraction_form():
