@@ -433,9 +433,9 @@ def count_interval(w, K):
     weights w (nonzero, any order), and a mask attaining d when d > 0.
 
     The same (d, mask) as :func:`count_interval_plain` (the statement and its proof are
-    there): where every number the lemma forms fits int64, in NumPy (:func:`_count_interval_i64`,
-    the 2^(K−1) sign sums as one array instead of Python tuples: about 20× faster at K = 12),
-    else by that plain form itself.
+    there): where every number the lemma forms fits int64, its loop compiled on int64
+    (:func:`_count_interval_i64`: about 50× faster at K = 12, 2^(K−1) sign sums), else that
+    plain form itself.
     """
     # every number formed is at most 2·Σw in magnitude (see _count_interval_i64)
     if 2 * sum(w) < 2 ** 62:
