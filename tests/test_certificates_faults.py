@@ -88,14 +88,26 @@ def big(tmp_path_factory):
 
 
 # ---------------------------------------------------------------- 1. Ctrl-C
-def _interrupt_when(proc, appeared):
-    """Send SIGINT shortly after appeared() is true (certify's temp folder exists), while it works."""
+def _interrupt_when(proc, folder, prefix):
+    """Send SIGINT while certify works through its rows: once its temp folder (a name in
+    ``folder`` starting with ``prefix``) holds the per-row output arrays, which certify
+    creates just before its loop over the rows, and before it writes certificates.npz.
+    Waiting a fixed time after the folder appeared instead raced the end of that loop on
+    a fast machine (the 150,000 rows take about 0.3 s there, and 0.3 s was the wait)."""
     t0 = time.monotonic()
-    while not appeared():
+    while True:
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() - t0 < 60, "certify never created its temp folder"
-        time.sleep(0.005)
-    time.sleep(0.3)                            # into the certify loop (the input takes seconds)
+        assert time.monotonic() - t0 < 60, "certify never started its loop over the rows"
+        tmp = [n for n in os.listdir(folder) if n.startswith(prefix)]
+        try:
+            inside = os.listdir(os.path.join(folder, tmp[0])) if tmp else []
+        except FileNotFoundError:
+            inside = []
+        if "witness.npy" in inside:
+            assert "certificates.npz" not in inside, "certify was past its loop when first seen"
+            break
+        time.sleep(0.002)
+    time.sleep(0.02)                           # into the loop (it takes a few tenths of a second)
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     return proc.communicate(timeout=60)
@@ -104,7 +116,7 @@ def _interrupt_when(proc, appeared):
 def test_ctrl_c_into_a_new_folder_leaves_nothing(tmp_path, big):
     out = tmp_path / "out"
     p = _popen("certify", big, "-o", out, "--no-progress")
-    stdout, err = _interrupt_when(p, lambda: any(n.startswith(".out.tmp-") for n in os.listdir(tmp_path)))
+    stdout, err = _interrupt_when(p, tmp_path, ".out.tmp-")
     assert p.returncode == 130, err
     assert "interrupted" in _one_line(err) and "Traceback" not in err
     assert stdout == ""
@@ -117,7 +129,7 @@ def test_ctrl_c_during_overwrite_leaves_the_folder_byte_identical(tmp_path, big)
     (out / "notes.txt").write_text("mine")
     before, parent = _listing(out), sorted(os.listdir(tmp_path))
     p = _popen("certify", big, "-o", out, "--overwrite", "--no-progress")
-    _, err = _interrupt_when(p, lambda: any(n.startswith(".certify-tmp-") for n in os.listdir(out)))
+    _, err = _interrupt_when(p, out, ".certify-tmp-")
     assert p.returncode == 130, err
     assert "interrupted" in _one_line(err)
     assert _listing(out) == before
