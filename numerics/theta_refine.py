@@ -502,7 +502,7 @@ def _stage_b_quick_rows(R, K, quick_w, quick_rounds, quick_stop, mitm_k, mitm_fl
                 # searches below and the lemma on all K (its value, with zeros among the
                 # K) came to the same bound later
                 nz = _count_positive(x)
-                if nz <= K:
+                if k6 < nz <= K:           # at most k6: the lemma above had them all
                     top_into(x, top[:nz], tv, ia, tm)
                     _topk_step(x, top[:nz], i, c, mk, q1, q2, ev, lo, hi, glo, ghi, M)
         if quick_rounds > 0 and not trusted.within(lo[i], hi[i], thr):

@@ -437,8 +437,9 @@ def count_interval(w, K):
     (:func:`_count_interval_i64`: about 50× faster at K = 12, 2^(K−1) sign sums), else that
     plain form itself.
     """
-    # every number formed is at most 2·Σw in magnitude (see _count_interval_i64)
-    if 2 * sum(w) < 2 ** 62:
+    # every number formed is at most 2·Σw in magnitude when every w > 0 (see
+    # _count_interval_i64); weights outside the contract go to the plain form unchanged
+    if all(x > 0 for x in w) and 2 * sum(w) < 2 ** 62:
         return _count_interval_i64(w, K)
     return count_interval_plain(w, K)
 

@@ -415,6 +415,9 @@ def test_count_interval_int64_form_matches_the_plain_one():
             assert t._count_interval_i64(w, K) == ref
         seen["bound" if ref[0] > 0 else "none"] += 1
     assert min(seen.values()) > 100, seen
+    # outside the contract (a zero or negative weight) the plain form answers, whatever the sum
+    for w in ([0, 3, 5], [2 ** 62, -(2 ** 62) + 1, 7], [-1, 4]):
+        assert t.count_interval(w, 2) == t.count_interval_plain(w, 2)
 
 
 # ----------------------------------------------------------------------------- closed / open
