@@ -187,14 +187,21 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     for t in range(nb):
         u = np.uint64(t)
         order[np.uint64(cnt[bj[u]] + rib[u])] = jt[u]
+    # The serial chains (this greedy, first fit both ways) keep each step's D in p2x and
+    # set the witness bits in a second pass from those: a choice used both as a float
+    # select and as an integer bit went through a flag register and back to a mask on
+    # every step of the chain (10–16 % of stage A at L = 64…1024, spread 2.5, measured
+    # A/B); the bits are the same tests on the same values, so the same witness
     D = 0.0
     ts = T1                # t_s = T₁ − Σ_big q₁: exact (every partial q₁ sum is)
     for t in range(nb):
         j = order[t]
-        go = D <= 0.0
-        D = D + R[i, j] if go else D - R[i, j]
-        Sw[j >> np.uint64(6)] |= np.uint64(go) << (j & np.uint64(63))
+        p2x[t] = D
+        D = D + R[i, j] if D <= 0.0 else D - R[i, j]
         ts -= q1[j]
+    for t in range(nb):
+        j = order[t]
+        Sw[j >> np.uint64(6)] |= np.uint64(p2x[t] <= 0.0) << (j & np.uint64(63))
     # small atoms: the index-order prefix whose doubled q₁ sum crosses t_s − D
     # joins S
     target = ts - D
@@ -207,41 +214,50 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
         Sw[w] |= below & ~Wb[w]
     # first fit after the crossing atom: D = d_wo ≤ 0; a small atom joins S when
     # that keeps D ≤ 0, until |D| ≤ stop (then the row closes, no flips needed).
-    # The choices go to a 64-bit word (FF_WIN ≤ 64) inside the loop.  The test
+    # The choices go to a 64-bit word (FF_WIN ≤ 64) after the loop.  The test
     # fl(D + 2x) ≤ 0 is made as 2x ≤ −D, off the addition's latency: the same
     # answer, as rounding is monotone, 0 is a float and a nonzero exact sum of two
     # floats never rounds to 0; a step of +inf for the big atoms makes it fail there
     # (and likewise fl(D − 2x) ≥ 0 ⇔ D ≥ 2x going back)
     stop = stop_rel * T1
-    D = d_wo
     hj = k + 1 if diffuse else (k + 1 + FF_WIN if k + 1 + FF_WIN < L else L)
-    fw = np.uint64(0)
-    nf = 0
-    for j in range(k + 1, hj):
-        if abs(D) <= stop:
+    # on the deficit E = −D: fl(E − p) = −fl(D + p) exactly (round to nearest is
+    # symmetric), so E − p if p ≤ E is the same step with no negation on the chain
+    E = -d_wo
+    nf = np.uint64(0)
+    for j in range(np.uint64(k + 1), np.uint64(hj)):
+        if abs(E) <= stop:
             break
         v = R[i, j]
         p = 2.0 * v if v < tau else np.inf     # first fit's step; +inf: a big atom
-        go = p <= -D
-        D = D + p if go else D
-        fw |= np.uint64(go) << np.uint64(nf)
-        nf += 1
+        p2x[nf] = E
+        E = E - p if p <= E else E
+        nf += np.uint64(1)
+    D = -E
+    fw = np.uint64(0)
+    for t in range(nf):
+        v = R[i, np.uint64(k + 1) + t]
+        p = 2.0 * v if v < tau else np.inf
+        fw |= np.uint64(p <= p2x[t]) << t
     # the mirror image when the forward pass did not close: from d_with ≥ 0 (the
     # crossing atom in S) a prefix atom leaves S when that keeps D ≥ 0, going back
     Db = d_with
     bw = np.uint64(0)
     nw = 0
     if k < L and abs(D) > stop and not diffuse:
-        lj = k - FF_WIN if k - FF_WIN > 0 else 0
-        for j in range(k - 1, lj - 1, -1):
+        nmax = k if k < FF_WIN else FF_WIN
+        for t in range(nmax):          # atom k − 1 − t; go bits rebuilt below, as forward
             if abs(Db) <= stop:
                 break
-            v = R[i, j]
+            v = R[i, k - 1 - t]
             p = 2.0 * v if v < tau else np.inf
-            go = Db >= p
-            Db = Db - p if go else Db
-            bw |= np.uint64(go) << np.uint64(nw)
+            p2x[t] = Db
+            Db = Db - p if Db >= p else Db
             nw += 1
+        for t in range(nw):
+            v = R[i, k - 1 - t]
+            p = 2.0 * v if v < tau else np.inf
+            bw |= np.uint64(p2x[t] >= p) << np.uint64(t)
     if k < L and abs(Db) <= abs(D):     # the crossing atom's side does better
         if R[i, k] < tau:
             Sw[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
