@@ -222,7 +222,9 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     stop = stop_rel * T1
     hj = k + 1 if diffuse else (k + 1 + FF_WIN if k + 1 + FF_WIN < L else L)
     # on the deficit E = −D: fl(E − p) = −fl(D + p) exactly (round to nearest is
-    # symmetric), so E − p if p ≤ E is the same step with no negation on the chain
+    # symmetric), so E − p if p ≤ E is the same step with no negation on the chain.  The
+    # one difference is the sign of an exact zero (E − E = +0, so D = −0 where D + p gave
+    # +0); a zero D has |D| ≤ stop, so the row closes and only |D| is read after it
     E = -d_wo
     nf = np.uint64(0)
     for j in range(np.uint64(k + 1), np.uint64(hj)):
