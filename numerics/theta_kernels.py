@@ -313,6 +313,53 @@ def prefix_crossing(qs, L, target):
     return L, cc, cc
 
 
+@numba.njit(cache=True, inline="always")
+def prefix_sums(qs, L, pre):
+    """pre[j] = Σ_{t≤j} qs[t] for j < L, every one exact (the q's are parts of an
+    error-free extraction, so any partial sum is: I3), in blocks of 8: within a block a
+    chain from 0, then the running offset added to each, so the eight blocks' chains are
+    independent and only the offset is carried from block to block."""
+    off = 0.0
+    j = 0
+    while j + 8 <= L:
+        s0 = qs[j]
+        s1 = s0 + qs[j + 1]
+        s2 = s1 + qs[j + 2]
+        s3 = s2 + qs[j + 3]
+        s4 = s3 + qs[j + 4]
+        s5 = s4 + qs[j + 5]
+        s6 = s5 + qs[j + 6]
+        s7 = s6 + qs[j + 7]
+        pre[j] = off + s0
+        pre[j + 1] = off + s1
+        pre[j + 2] = off + s2
+        pre[j + 3] = off + s3
+        pre[j + 4] = off + s4
+        pre[j + 5] = off + s5
+        pre[j + 6] = off + s6
+        pre[j + 7] = off + s7
+        off = off + s7
+        j += 8
+    while j < L:
+        off = off + qs[j]
+        pre[j] = off
+        j += 1
+
+
+@numba.njit(cache=True, inline="always")
+def crossing_in_prefix(pre, L, target):
+    """:func:`prefix_crossing` from the prefix sums pre of :func:`prefix_sums` (L ≥ 1): the
+    same (k, Σ_{j≤k} q_j, Σ_{j<k} q_j), as the sums are the same exact values and only
+    grow (q ≥ 0), so k, the first j with 2·pre[j] ≥ target, is the count of j with
+    2·pre[j] < target: a compare and an add a lane, which vectorise, and no exit."""
+    k = 0
+    for j in range(L):
+        k += np.int64(2.0 * pre[j] < target)
+    if k < L:
+        return k, pre[k], (pre[k - 1] if k > 0 else 0.0)
+    return L, pre[L - 1], pre[L - 1]
+
+
 @numba.njit(cache=True)
 def big_greedy_tail(x, q1, m, bits, mk, idx, order, cnt, qs):
     """Greedy on the big atoms (≥ m·2^−bits, in exponent order), prefix crossing on the

@@ -418,7 +418,8 @@ def test_stable_argsort_rows_matches_numpy_stable_sort():
 
 
 def test_prefix_crossing_matches_a_running_sum():
-    # the first k with 2·(q_0 + … + q_k) ≥ target, by a plain running sum (the q's are
+    # the first k with 2·(q_0 + … + q_k) ≥ target, by a plain running sum, both ways stage A
+    # finds it (prefix_crossing, and crossing_in_prefix over prefix_sums) (the q's are
     # integers here, so every sum is exact, as the extraction's parts are); targets on,
     # between and beyond the prefix sums, zeros and signed zeros included
     rng = np.random.default_rng(13)
@@ -434,6 +435,12 @@ def test_prefix_crossing_matches_a_running_sum():
                 k, c, before = j, float(pre[j]), float(pre[j - 1]) if j else 0.0
                 break
         assert tk.prefix_crossing(q, L, target) == (k, c, before)
+        # short rows take it from prefix sums made before the target is known: the same sums
+        # (exact), and the same crossing
+        ps = np.full(L + 3, np.nan)
+        tk.prefix_sums(q, L, ps)
+        assert np.array_equal(ps[:L], pre) and np.isnan(ps[L:]).all()
+        assert tk.crossing_in_prefix(ps, L, target) == (k, c, before)
 
 
 def test_signed_sums_equal_the_plain_loop_bit_for_bit():
