@@ -131,8 +131,7 @@ def _mark(R, i, tau, Wb, q1, qs):
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
-def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, cnt, order, Sw, Wb, p2x,
-            pre):
+def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, cnt, order, Sw, Wb, p2x):
     """Untrusted: a witness mask for non-dominant row i, written to M[i] (nothing else).
     q1 are the row's exact q₁ parts (read only); the rest is scratch.  Inlined into _rows
     (a call per row cost ~10 % at L = 64)."""
@@ -150,13 +149,6 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
         bits = DIFFUSE_BITS
         tau = m * trusted.POW2[1074 - bits]
         _mark(R, i, tau, Wb, q1, qs)
-    # On short rows the small atoms' prefix sums are made here, before the greedy: they
-    # depend on nothing but the mark, so they are computed while the greedy's chain runs,
-    # and the crossing, once the greedy's D is known, is a count over them (no chain of
-    # additions and no exit left to wait on D: 7–9 % of stage A at L = 64, spreads 0.3–2.5,
-    # measured A/B; at L ≥ 128 the full sums cost more than the early exit saves)
-    if L <= PREFIX_MAX:
-        prefix_sums(qs, L, pre)
     # the witness S is built as bits Sw (one word per 64 atoms), written to M once
     for w in range(nwd):
         Sw[w] = 0
@@ -197,6 +189,15 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     for t in range(nb):
         u = np.uint64(t)
         order[np.uint64(cnt[bj[u]] + rib[u])] = jt[u]
+    # On short rows the small atoms' prefix sums are made here (in rib's place, free from
+    # now on), before the greedy: they depend on nothing but the mark, so they are computed
+    # while the greedy's chain runs, and the crossing, once the greedy's D is known, is a
+    # count over them: no chain of additions and no exit left to wait on D (4–9 % of stage
+    # A at L = 64, spreads 0.3–2.5, measured A/B; at L ≥ 128 the full sums cost more than
+    # the early exit saves)
+    pre = rib.view(np.float64)
+    if L <= PREFIX_MAX:
+        prefix_sums(qs, L, pre)
     # The serial chains (this greedy, first fit both ways) keep each step's D in p2x and
     # set the witness bits in a second pass from those: a choice used both as a float
     # select and as an integer bit went through a flag register and back to a mask on
@@ -309,7 +310,7 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
 
 @numba.njit(cache=True, error_model="numpy", _nrt=False)
 def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, qs, bi, P, Q, jt, bj, rib,
-          cnt, order, Sw, Wb, p2x, pre):
+          cnt, order, Sw, Wb, p2x):
     # The trusted lines of stage A (numerics.trusted, docs/soundness.md) and one call of
     # the untrusted search; each row on its own.  No reference counting in this loop: it
     # is compiled without numba's runtime (_nrt=False: it allocates nothing) and works on
@@ -317,9 +318,9 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
     # so the views made per row (R[i], slices) cost no atomic operations (17 % of stage A
     # at L = 64 before; the same loads and stores, so the same results)
     b = borrow
-    R, force, M, cols, state, q1, q2, qs, bi, P, Q, jt, bj, rib, cnt, order, Sw, Wb, p2x, pre = (
+    R, force, M, cols, state, q1, q2, qs, bi, P, Q, jt, bj, rib, cnt, order, Sw, Wb, p2x = (
         b(R), b(force), b(M), b(cols), b(state), b(q1), b(q2), b(qs), b(bi), b(P), b(Q), b(jt), b(bj),
-        b(rib), b(cnt), b(order), b(Sw), b(Wb), b(p2x), b(pre))
+        b(rib), b(cnt), b(order), b(Sw), b(Wb), b(p2x))
     n, L = R.shape
     c = trusted.headroom_bits(L)
     Rb = R.view(np.int64)
@@ -350,7 +351,7 @@ def _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, q1, q2, 
                 A2 = q2[a]
             else:
                 _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, cnt,
-                        order, Sw, Wb, p2x, pre)
+                        order, Sw, Wb, p2x)
                 A1, A2 = trusted.masked_sum2(q1, q2, M[i])    # I3
             P[0, r] = A1               # the exact parts, rounded below for RB rows at once
             P[1, r] = A2
@@ -392,7 +393,7 @@ def _span(R, force, flips, stop_rel, thr, M, cols, state, bits, lo, hi):
     _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, np.empty(L), np.empty(L),
           np.empty(L), np.empty(1, np.int64), np.empty((7, RB)), np.empty((4, RB)), np.empty(L, u64),
           np.empty(L, u64), np.empty(L, np.int64), np.empty(bits + 1, np.int64), np.empty(L, u64),
-          np.empty(nwd, u64), np.empty(nwd, u64), np.empty(L), np.empty(L))
+          np.empty(nwd, u64), np.empty(nwd, u64), np.empty(L))
 
 
 # Two separately defined dispatchers: numba's on-disk cache is keyed by the function's name
