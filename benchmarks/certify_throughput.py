@@ -11,7 +11,8 @@
 4. with ``--spreads`` (or ``--only-spreads``, alone): certify_batch on one thread for the
    logit spreads 0.3, 1.0 (diffuse rows like those near initialisation), 2.5 and 5.0
    (peaked), L = 64…4096, with the share of rows closed and the share stage A leaves to
-   stage B;
+   stage B (``--minima``: beside each median of pairs, the ratio of the minima of the same
+   runs);
 5. with ``--floor`` (alone): stage A on one thread beside the same stage A with its search
    skipped (every row forced dominant, for timing only), both over the row sum: the
    trusted steps' share, which no change of search can remove;
@@ -29,7 +30,7 @@
    so two threads sharing one core read about 1).
 
 Usage: python benchmarks/certify_throughput.py [--elems N] [--cli-rows N | --gib] [--skip-cli]
-       [--stages] [--spreads | --only-spreads | --floor | --causal | --threads] [--reps N]
+       [--stages] [--spreads | --only-spreads [--minima] | --floor | --causal | --threads] [--reps N]
 Wall-clock times.  Kernel table: each certify run is paired with a row sum timed just
 before it, back to back after an untimed sum (its rows warm in cache: the strictest
 yardstick), and the median of 15 such ratios is shown; a shared machine's slow spells then
@@ -72,11 +73,11 @@ def best_of(fn, reps=3, clock=time.perf_counter):
     return min(t)
 
 
-def paired_ratios(fns, yard, reps=15, clock=time.perf_counter):
-    """Median over reps of fn's time / yard's time, each fn run paired with a yard run
-    timed just before it (after an untimed one, so its data are warm); the fns take turns
+def paired_times(fns, yard, reps=15, clock=time.perf_counter):
+    """([yard's times], [fn's times]) for each fn: each fn run paired with a yard run timed
+    just before it (after an untimed one, so its data are warm); the fns take turns
     (a, b, c, a, b, c, …)."""
-    r = [[] for _ in fns]
+    r = [([], []) for _ in fns]
     for _ in range(reps):
         for k, fn in enumerate(fns):
             yard()
@@ -85,8 +86,25 @@ def paired_ratios(fns, yard, reps=15, clock=time.perf_counter):
             t1 = clock()
             fn()
             t2 = clock()
-            r[k].append((t2 - t1) / (t1 - t0))
-    return [float(np.median(x)) for x in r]
+            r[k][0].append(t1 - t0)
+            r[k][1].append(t2 - t1)
+    return r
+
+
+def paired_ratios(fns, yard, reps=15, clock=time.perf_counter):
+    """Median over reps of fn's time / yard's time, each fn run paired with a yard run
+    timed just before it (:func:`paired_times`)."""
+    return [float(np.median(np.divide(f, y))) for y, f in paired_times(fns, yard, reps, clock)]
+
+
+def ratio_of_minima(y, f):
+    """The fastest fn run over the fastest yard run, from the same paired runs.  A slow
+    spell only adds time, so each minimum is that side's undisturbed cost; beside the
+    median of pairs it shows whether the two sides felt a run's spells alike: where the two
+    figures part (on the shared machines, by up to 1.6× at L ≥ 256), the memory-bound row
+    sum and the compute-bound certify were slowed differently, and neither figure alone is
+    the machine's."""
+    return float(np.min(f) / np.min(y))
 
 
 def load():
@@ -157,22 +175,27 @@ def _spread_cells(elems, width, cell):
         numba.set_num_threads(nt)
 
 
-def spread_table(elems, reps=7, clock=time.perf_counter):
+def spread_table(elems, reps=7, clock=time.perf_counter, minima=False):
     """Every spread, one thread, L = 64…4096: certify_batch time / row-sum time (the median
-    of ``reps`` paired runs, as in the kernel table), the share of rows closed at 1e-6 and
-    the share stage A leaves open for stage B."""
+    of ``reps`` paired runs, as in the kernel table; with ``minima`` also the ratio of the
+    minima of those same runs, :func:`ratio_of_minima`), the share of rows closed at 1e-6
+    and the share stage A leaves open for stage B."""
     what = "thread CPU time" if clock is time.thread_time else "wall time"
-    print(f"\nLogit spreads, one thread, {what} (median of {reps} paired ratios; closed %, stage B %):\n{'L':>6} "
-          + " ".join(f"{f'spread {sp}':>24}" for sp in SPREADS))
+    stat = f"median of {reps} paired ratios" + (", then the ratio of their minima" if minima else "")
+    width = 31 if minima else 24
+    print(f"\nLogit spreads, one thread, {what} ({stat}; closed %, stage B %):\n{'L':>6} "
+          + " ".join(f"{f'spread {sp}':>{width}}" for sp in SPREADS))
 
     def cell(R, n, L):
-        t = paired_ratios([lambda: certify_batch(R, 1e-6)], lambda: R.sum(axis=1), reps=reps, clock=clock)[0]
+        y, f = paired_times([lambda: certify_batch(R, 1e-6)], lambda: R.sum(axis=1), reps=reps, clock=clock)[0]
+        t = float(np.median(np.divide(f, y)))
         reg = np.bincount(certify_batch(R, 1e-6)["regime"], minlength=3)
         M, cols, st = np.empty((n, L), np.uint8), np.empty((6, n)), np.empty(n, np.int8)
         tf.stage_a(R, np.full(n, -1, np.int8), 3, 5e-4, 1e-6, M, cols, st)
-        return f"{t:>6.1f}x ({100 * (1 - reg[2] / n):6.2f}%, {100 * np.mean(st == 2):4.1f}%)"
+        lo = f" {ratio_of_minima(y, f):>5.1f}x" if minima else ""
+        return f"{t:>6.1f}x{lo} ({100 * (1 - reg[2] / n):6.2f}%, {100 * np.mean(st == 2):4.1f}%)"
 
-    _spread_cells(elems, 24, cell)
+    _spread_cells(elems, width, cell)
 
 
 def causal_rows(n, T, seed=0, spread=2.5):
@@ -425,6 +448,10 @@ def main():
                     help="time the one-thread spread table by the calling thread's CPU time (numba's serial "
                          "kernels run on it): on a shared, oversubscribed machine this leaves out the time "
                          "other processes hold the core, which wall time counts")
+    ap.add_argument("--minima", action="store_true",
+                    help="in the spread table, also the ratio of the minima of the same paired runs "
+                         "(fastest certify over fastest row sum): where it parts from the median of "
+                         "pairs, slow spells of a shared machine hit the row sum and certify unlike")
     ap.add_argument("--threads", action="store_true",
                     help="only the thread table: certify_batch on one thread against all of numba's, with "
                          "a compute-only loop's speed-up as the machine's ceiling at that moment")
@@ -447,12 +474,12 @@ def main():
         return
     if a.only_spreads:
         certify_batch(rows(64, 64), 1e-6)
-        spread_table(a.elems, a.reps, time.thread_time if a.thread_time else time.perf_counter)
+        spread_table(a.elems, a.reps, time.thread_time if a.thread_time else time.perf_counter, a.minima)
         print(load())
         return
     kernel_table(a.elems, a.stages)
     if a.spreads:
-        spread_table(a.elems, a.reps, time.thread_time if a.thread_time else time.perf_counter)
+        spread_table(a.elems, a.reps, time.thread_time if a.thread_time else time.perf_counter, a.minima)
     if not a.skip_cli:
         cli_table(262144 if a.gib else a.cli_rows)
     print(load())
