@@ -101,7 +101,7 @@ def ratio_of_minima(y, f):
     """The fastest fn run over the fastest yard run, from the same paired runs.  A slow
     spell only adds time, so each minimum is that side's undisturbed cost; beside the
     median of pairs it shows whether the two sides felt a run's spells alike: where the two
-    figures part (on the shared machines, by up to 1.6× at L ≥ 256), the memory-bound row
+    figures part (on the shared machines, by up to a factor 1.9 at L ≥ 256), the memory-bound row
     sum and the compute-bound certify were slowed differently, and neither figure alone is
     the machine's."""
     return float(np.min(f) / np.min(y))

@@ -19,7 +19,9 @@ once per span of rows.
 Laid out for a CPU's branch predictor more than for its arithmetic (most of the cost on
 short rows is loop exits after row-dependent counts): the big atoms are bit masks and a
 counting sort over their set bits, the witness is built as bit words and written to the
-byte mask once, the crossing block is scanned with a fixed count, and the outward rounding
+byte mask once, the crossing block is scanned with a fixed count (on rows of at most
+PREFIX_MAX atoms the crossing is a count over prefix sums made before the greedy, so that
+nothing of it but one vectorised compare waits on the greedy's D), and the outward rounding
 runs for RB rows at a time in one vectorised loop.
 
 The decisions use elementwise IEEE operations in a fixed order and exact q₁ sums, and the
