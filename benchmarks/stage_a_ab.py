@@ -50,7 +50,13 @@ def load_base(rev, folder):
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("theta_fused_base", path)
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:      # e.g. it imports a kernel this tree no longer has
+        raise SystemExit(f"stage_a_ab: numerics/theta_fused.py at {rev!r} does not load beside this tree's "
+                         f"numerics/ ({type(e).__name__}: {e}); compare with a closer revision")
+    if not hasattr(mod, "stage_a"):
+        raise SystemExit(f"stage_a_ab: numerics/theta_fused.py at {rev!r} has no stage_a")
     return mod
 
 

@@ -350,11 +350,13 @@ def prefix_sums(qs, L, pre):
 def crossing_in_prefix(pre, L, target):
     """:func:`prefix_crossing` from the prefix sums pre of :func:`prefix_sums` (L ≥ 1): the
     same (k, Σ_{j≤k} q_j, Σ_{j<k} q_j), as the sums are the same exact values and only
-    grow (q ≥ 0), so k, the first j with 2·pre[j] ≥ target, is the count of j with
-    2·pre[j] < target: a compare and an add a lane, which vectorise, and no exit."""
+    grow (q ≥ 0), so k, the first j with 2·pre[j] ≥ target, is the count of j where that
+    test fails: a compare and an add a lane, which vectorise, and no exit.  Counted as
+    "not ≥" rather than "<", so that a NaN target (out of stage A's domain: its inputs are
+    validated finite and far from overflow) crosses nowhere, k = L, as in the torch twin."""
     k = 0
     for j in range(L):
-        k += np.int64(2.0 * pre[j] < target)
+        k += np.int64(not (2.0 * pre[j] >= target))
     if k < L:
         return k, pre[k], (pre[k - 1] if k > 0 else 0.0)
     return L, pre[L - 1], pre[L - 1]

@@ -11,6 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import stage_a_ab  # noqa: E402
 from stage_a_ab import differing_rows  # noqa: E402
 
 SCRIPT = str(ROOT / "benchmarks" / "stage_a_ab.py")
@@ -51,3 +52,14 @@ def test_an_unknown_revision_is_a_clear_error():
     r = subprocess.run([sys.executable, SCRIPT, "--base", "no-such-revision", "--reps", "1"], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode != 0 and "no-such-revision" in r.stderr and "numerics/theta_fused.py" in r.stderr
+
+
+def test_a_base_that_does_not_load_beside_this_tree_is_a_clear_error(monkeypatch, tmp_path):
+    # a revision whose theta_fused imports a kernel this tree has dropped
+    class Shown:
+        stdout = "from numerics.theta_kernels import NO_SUCH_KERNEL\n"
+
+    monkeypatch.setattr(stage_a_ab.subprocess, "run", lambda *a, **k: Shown())
+    with pytest.raises(SystemExit) as e:
+        stage_a_ab.load_base("old-rev", tmp_path)
+    assert "old-rev" in str(e.value) and "NO_SUCH_KERNEL" in str(e.value)

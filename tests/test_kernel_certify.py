@@ -441,6 +441,8 @@ def test_prefix_crossing_matches_a_running_sum():
         tk.prefix_sums(q, L, ps)
         assert np.array_equal(ps[:L], pre) and np.isnan(ps[L:]).all()
         assert tk.crossing_in_prefix(ps, L, target) == (k, c, before)
+        # a NaN target (never reached through the validated entry points) crosses nowhere
+        assert tk.crossing_in_prefix(ps, L, np.nan) == (L, pre[-1], pre[-1])
 
 
 def test_signed_sums_equal_the_plain_loop_bit_for_bit():
