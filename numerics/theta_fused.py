@@ -30,6 +30,8 @@ bit-identical across backends, thread counts and row orders (each row on its own
 """
 from __future__ import annotations
 
+import sys
+
 import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
@@ -47,6 +49,7 @@ DIFFUSE_BITS = 0        # its big atoms are those ≥ max·2^−DIFFUSE_BITS (th
 EX_SPAN = 64            # the exchange pass pairs atoms among EX_SPAN around the crossing
 EX_ROUNDS = 2           # exchange rounds after first fit, while |D| > stop
 PREFIX_MAX = 64         # rows up to this long take the prefix crossing from prefix sums made early
+LITTLE_ENDIAN = sys.byteorder == "little"   # _expand stores eight mask bytes as one word
 
 
 @numba.njit(cache=True, inline="always")
@@ -98,15 +101,21 @@ def _best_flip(R, M, i, D):
 
 @numba.njit(cache=True, inline="always")
 def _expand(Sw, m):
-    # the witness as bits (one word per 64 atoms) to the uint8 mask m: fixed-count loops
-    # that vectorise, where byte stores scattered over the search would stall its final sum
+    # the witness as bits (one word per 64 atoms) to the uint8 mask m, eight atoms a step:
+    # a byte of bits times 0x0101…01 is that byte in every byte; the AND keeps bit t in
+    # byte t, adding 0x7F carries it to the byte's top bit (no byte overflows: each is
+    # 0 or 2^t ≤ 0x80) and the shift brings it to 0 or 1.  Then the eight bytes are stored
+    # together (little-endian order: byte t is atom 8g + t).  Fixed counts, no branches;
+    # byte stores scattered over the search would stall its final sum
     L = m.shape[0]
-    for w in range(Sw.shape[0]):
-        j0 = w * 64
-        mw = m[j0:min(L, j0 + 64)]
-        x = Sw[w]
-        for t in range(mw.shape[0]):
-            mw[t] = np.uint8((x >> np.uint64(t)) & np.uint64(1))
+    nfull = (L >> 3) if LITTLE_ENDIAN else 0    # (elsewhere the plain loop below does all)
+    mw = m[:nfull << 3].view(np.uint64) if nfull > 0 else m[:0].view(np.uint64)
+    for g in range(nfull):
+        x = (Sw[g >> 3] >> np.uint64((g & 7) << 3)) & np.uint64(0xFF)
+        y = (x * np.uint64(0x0101010101010101)) & np.uint64(0x8040201008040201)
+        mw[g] = ((y + np.uint64(0x7F7F7F7F7F7F7F7F)) >> np.uint64(7)) & np.uint64(0x0101010101010101)
+    for j in range(nfull << 3, L):
+        m[j] = np.uint8((Sw[j >> 6] >> np.uint64(j & 63)) & np.uint64(1))
 
 
 @numba.njit(cache=True, inline="always")
@@ -146,11 +155,12 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     # big atoms) would make the greedy a serial chain over many atoms: there only the
     # atoms at the max are big (the rest goes to the prefix crossing and the exchange), a
     # far cheaper witness
-    diffuse = _mark(R, i, tau, Wb, q1, qs) > diffuse_cut(L)
+    nbig = _mark(R, i, tau, Wb, q1, qs)
+    diffuse = nbig > diffuse_cut(L)
     if diffuse:
         bits = DIFFUSE_BITS
         tau = m * trusted.POW2[1074 - bits]
-        _mark(R, i, tau, Wb, q1, qs)
+        nbig = _mark(R, i, tau, Wb, q1, qs)
     # the witness S is built as bits Sw (one word per 64 atoms), written to M once
     for w in range(nwd):
         Sw[w] = 0
@@ -167,22 +177,47 @@ def _search(R, Rb, i, mb, m, T1, q1, stop_rel, flips, bits, M, qs, jt, bj, rib, 
     em = mb >> 52
     for b in range(bits + 1):
         cnt[b] = 0
-    nb = 0
-    for w in range(nwd):
-        j0 = w * 64
-        wb = Wb[w]
-        while wb != 0:
-            j = np.uint64(j0) + trailing_zeros(wb)
-            wb &= wb - np.uint64(1)
-            b = em - (Rb[i, j] >> 52)
-            b = np.uint64(b if b < bits else bits)
-            u = np.uint64(nb)
-            jt[u] = j
-            bj[u] = b
-            cb = cnt[b]
-            rib[u] = cb
-            cnt[b] = cb + 1
-            nb += 1
+    # The set bits are walked in one loop of nbig trips: on rows of more than one word, the
+    # nonzero words are first listed (their bits, then their numbers, each list ending in a
+    # zero word, in order's free space: it is written only after the walk, and it has
+    # L + 4 ≥ 2·nwd + 2 entries), and a word that runs out is replaced by the next listed
+    # one through selects, not a loop exit per word
+    nb = nbig
+    zw = order[:nwd + 1]
+    zn = order[nwd + 1:2 * nwd + 2]
+    zw[0] = Wb[0]
+    zn[0] = 0
+    zw[1] = 0
+    zn[1] = 0
+    if nwd > 1:
+        c = 0
+        for w in range(nwd):
+            x = Wb[w]
+            zw[np.uint64(c)] = x
+            zn[np.uint64(c)] = w
+            c += np.int64(x != 0)
+        zw[np.uint64(c)] = 0
+        zn[np.uint64(c)] = 0
+    c = np.uint64(0)
+    wb = zw[0]
+    j0 = zn[0] << np.uint64(6)
+    for t in range(nb):
+        u = np.uint64(t)
+        j = j0 + trailing_zeros(wb)
+        wb &= wb - np.uint64(1)
+        e = wb == 0
+        c += np.uint64(e)
+        nx = zw[c]
+        nj = zn[c] << np.uint64(6)
+        wb = nx if e else wb
+        j0 = nj if e else j0
+        b = em - (Rb[i, j] >> 52)
+        b = np.uint64(b if b < bits else bits)
+        jt[u] = j
+        bj[u] = b
+        cb = cnt[b]
+        rib[u] = cb
+        cnt[b] = cb + 1
     cb = 0
     for b in range(bits + 1):  # counts to starting places
         cn = cnt[b]
@@ -394,7 +429,7 @@ def _span(R, force, flips, stop_rel, thr, M, cols, state, bits, lo, hi):
     u64 = np.uint64
     _rows(R, force, flips, stop_rel, thr, bits, M, cols, state, lo, hi, np.empty(L), np.empty(L),
           np.empty(L), np.empty(1, np.int64), np.empty((7, RB)), np.empty((4, RB)), np.empty(L, u64),
-          np.empty(L, u64), np.empty(L, np.int64), np.empty(bits + 1, np.int64), np.empty(L, u64),
+          np.empty(L, u64), np.empty(L, np.int64), np.empty(bits + 1, np.int64), np.empty(L + 4, u64),
           np.empty(nwd, u64), np.empty(nwd, u64), np.empty(L))
 
 

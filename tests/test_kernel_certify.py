@@ -445,6 +445,27 @@ def test_prefix_crossing_matches_a_running_sum():
         assert tk.crossing_in_prefix(ps, L, np.nan) == (L, pre[-1], pre[-1])
 
 
+def test_witness_bits_expand_to_the_plain_byte_mask():
+    # stage A writes its witness bits to the uint8 mask eight atoms at a time (a multiply
+    # spreading a byte of bits over eight bytes, stored as one word); the plain loop, bit j
+    # of word j // 64 to byte j, must give the same bytes, at every length and at any
+    # byte offset (a row of M starts unaligned when L is not a multiple of 8), and no byte
+    # outside the row may change
+    from numerics.theta_fused import _expand
+    rng = np.random.default_rng(17)
+    for L in list(range(1, 140)) + [255, 256, 257, 1000, 4096]:
+        nwd = (L + 63) // 64
+        for _ in range(3):
+            Sw = rng.integers(0, 2**63, nwd, dtype=np.uint64) | (rng.integers(0, 2, nwd, dtype=np.uint64) << 63)
+            Sw[rng.random(nwd) < 0.2] = 0
+            off = int(rng.integers(0, 8))
+            buf = np.full(L + 16, 7, np.uint8)
+            _expand(Sw, buf[off:off + L])
+            want = np.array([(int(Sw[j // 64]) >> (j % 64)) & 1 for j in range(L)], np.uint8)
+            assert np.array_equal(buf[off:off + L], want), (L, off)
+            assert (buf[:off] == 7).all() and (buf[off + L:] == 7).all(), (L, off)
+
+
 def test_signed_sums_equal_the_plain_loop_bit_for_bit():
     # the top-K lemma's half sums, built by doubling, against each sum formed by its own
     # loop over the atoms (sign −1 where the bit is set), compared as bit patterns
