@@ -132,8 +132,9 @@ def _mark(R, i, tau, Wb, q1, qs):
         wb = np.uint64(0)
         c = 0
         for t in range(xs.shape[0]):
+            q = qw[t]                  # read unconditionally: a select, not a masked load
             big = xs[t] >= tau
-            sw[t] = 0.0 if big else qw[t]
+            sw[t] = 0.0 if big else q
             wb |= np.uint64(big) << np.uint64(t)
             c += np.int64(big)
         Wb[w] = wb
