@@ -49,6 +49,7 @@ DIFFUSE_BITS = 0        # its big atoms are those ≥ max·2^−DIFFUSE_BITS (th
 EX_SPAN = 64            # the exchange pass pairs atoms among EX_SPAN around the crossing
 EX_ROUNDS = 2           # exchange rounds after first fit, while |D| > stop
 PREFIX_MAX = 64         # rows up to this long take the prefix crossing from prefix sums made early
+_SPREAD = np.array([sum(((b >> t) & 1) << (8 * t) for t in range(8)) for b in range(256)], np.uint64)  # _expand
 LITTLE_ENDIAN = sys.byteorder == "little"   # _expand stores eight mask bytes as one word
 
 
@@ -102,18 +103,17 @@ def _best_flip(R, M, i, D):
 @numba.njit(cache=True, inline="always")
 def _expand(Sw, m):
     # the witness as bits (one word per 64 atoms) to the uint8 mask m, eight atoms a step:
-    # a byte of bits times 0x0101…01 is that byte in every byte; the AND keeps bit t in
-    # byte t, adding 0x7F carries it to the byte's top bit (no byte overflows: each is
-    # 0 or 2^t ≤ 0x80) and the shift brings it to 0 or 1.  Then the eight bytes are stored
-    # together (little-endian order: byte t is atom 8g + t).  Fixed counts, no branches;
-    # byte stores scattered over the search would stall its final sum
+    # _SPREAD[x] is the byte of bits x spread over eight bytes (bit t to byte t, 0 or 1),
+    # stored as one word (little-endian: byte t is atom 8g + t).  A table read: stage A
+    # takes 0.96–0.97× the time it took with a multiply-and-mask spread at L = 256…4096
+    # (A/B).  Fixed counts, no branches: byte stores scattered over the search would
+    # stall its final sum
     L = m.shape[0]
     nfull = (L >> 3) if LITTLE_ENDIAN else 0    # (elsewhere the plain loop below does all)
     mw = m[:nfull << 3].view(np.uint64) if nfull > 0 else m[:0].view(np.uint64)
     for g in range(nfull):
         x = (Sw[g >> 3] >> np.uint64((g & 7) << 3)) & np.uint64(0xFF)
-        y = (x * np.uint64(0x0101010101010101)) & np.uint64(0x8040201008040201)
-        mw[g] = ((y + np.uint64(0x7F7F7F7F7F7F7F7F)) >> np.uint64(7)) & np.uint64(0x0101010101010101)
+        mw[g] = _SPREAD[x]
     for j in range(nfull << 3, L):
         m[j] = np.uint8((Sw[j >> 6] >> np.uint64(j & 63)) & np.uint64(1))
 
