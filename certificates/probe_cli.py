@@ -317,7 +317,16 @@ def _print_bounds(b: dict) -> None:
         print(f"bounds: C9/C10 do not apply to {b['model_type']}: {b['why']}")
         return
     print(f"{'layer':>5} {'C10 global':>11} {'C9 max':>9} {'C9 median':>10} {'med θ=1':>9} {'θ factor':>9}")
+    why = []                   # a layer may have C9 and no C10 (no known norm radius), or neither
     for r in b["layers"]:
         c9, c10 = r["c9_local"], r["c10_global"]
-        print(f"{r['layer']:>5} {c10['bound']:>11.4g} {c9['max']:>9.4g} {c9['median']:>10.4g} "
+        g = "—" if c10 is None else f"{c10['bound']:.4g}"
+        if c10 is None and r.get("why_no_global") and r["why_no_global"] not in why:
+            why.append(r["why_no_global"])
+        if c9 is None:
+            print(f"{r['layer']:>5} {g:>11} {'—':>9} {'—':>10} {'—':>9} {'—':>9}")
+            continue
+        print(f"{r['layer']:>5} {g:>11} {c9['max']:>9.4g} {c9['median']:>10.4g} "
               f"{c9['median_theta_one']:>9.4g} {c9['theta_factor']:>9.3f}")
+    for w in why:
+        print(f"  — no C10 global bound: {w}")

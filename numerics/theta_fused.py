@@ -110,7 +110,7 @@ def _expand(Sw, m):
     # stall its final sum
     L = m.shape[0]
     nfull = (L >> 3) if LITTLE_ENDIAN else 0    # (elsewhere the plain loop below does all)
-    mw = m[:nfull << 3].view(np.uint64) if nfull > 0 else m[:0].view(np.uint64)
+    mw = m[:nfull << 3].view(np.uint64)
     for g in range(nfull):
         x = (Sw[g >> 3] >> np.uint64((g & 7) << 3)) & np.uint64(0xFF)
         mw[g] = _SPREAD[x]

@@ -466,6 +466,20 @@ def test_witness_bits_expand_to_the_plain_byte_mask():
             assert (buf[:off] == 7).all() and (buf[off + L:] == 7).all(), (L, off)
 
 
+def test_witness_bits_expand_by_the_plain_loop_on_a_big_endian_host(monkeypatch):
+    # where a word's bytes are not in atom order, _expand writes every byte by the plain
+    # loop; its Python form runs that branch here
+    from numerics import theta_fused as tf
+    monkeypatch.setattr(tf, "LITTLE_ENDIAN", False)
+    rng = np.random.default_rng(19)
+    for L in (1, 7, 8, 9, 64, 65, 130):
+        Sw = rng.integers(0, 2**63, (L + 63) // 64, dtype=np.uint64)
+        buf = np.full(L + 2, 7, np.uint8)
+        tf._expand.py_func(Sw, buf[1:L + 1])
+        want = np.array([(int(Sw[j // 64]) >> (j % 64)) & 1 for j in range(L)], np.uint8)
+        assert np.array_equal(buf[1:L + 1], want) and buf[0] == 7 and buf[-1] == 7, L
+
+
 def test_signed_sums_equal_the_plain_loop_bit_for_bit():
     # the top-K lemma's half sums, built by doubling, against each sum formed by its own
     # loop over the atoms (sign −1 where the bit is set), compared as bit patterns

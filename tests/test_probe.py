@@ -121,6 +121,32 @@ def test_probe_rows_match_transformers_and_verify(tiny, tmp_path, name):
         assert c9["max"] <= c10["bound"]
 
 
+def test_probe_prints_layers_without_a_global_bound(tmp_path, capsys):
+    # Granite: rotary attention that X2 covers (its scaling is attention_multiplier), fed by an
+    # RMSNorm class hf_bounds has no radius for: bounds.json has C9 and c10_global None with
+    # the reason; the summary table prints "—" there and the reason, and the run succeeds
+    cfg = transformers.GraniteConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                                     attention_multiplier=0.3, bos_token_id=0, eos_token_id=1, pad_token_id=2)
+    torch.manual_seed(0)
+    d = tmp_path / "granite"
+    transformers.AutoModel.from_config(cfg).save_pretrained(d)
+    ids = tmp_path / "ids.npy"
+    np.save(ids, IDS)
+    out = tmp_path / "out"
+    rc = run_probe(probe_args(d, "-o", out, "--input-ids", ids, "--no-progress"))
+    printed = capsys.readouterr().out
+    assert rc == 0
+    check_rows_match(out, d, IDS)
+    b = json.loads((out / "bounds.json").read_text())
+    assert b["c9_c10_apply"] is True
+    for r in b["layers"]:
+        assert r["c9_local"]["max"] > 0 and r["c10_global"] is None and r["why_no_global"]
+        assert r["tau"] == pytest.approx(1 / 0.3)
+    table = printed[printed.index("C10 global"):]
+    assert table.count("—") >= 2 and "no C10 global bound: the attention input is not the output" in table
+
+
 def test_probe_narrowed_layers_heads(tiny, tmp_path):
     out = tmp_path / "out"
     rc = run_probe(probe_args(tiny["llama"], "-o", out, "--input-ids", tiny["ids"], "--layers", "1",
