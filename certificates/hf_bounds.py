@@ -21,7 +21,9 @@ an X-independent score bias (X4) and soft-capping (X5).  Which models have which
   The cos/sin tables are taken from model.rotary_emb at positions 0…L−1 (what the probe's
   forward uses), widened to float64.  Causal, plus a sliding window where the layer has
   one (as a −∞ score bias, X4).  X3's radius: the attention input is input_layernorm's
-  output, an RMSNorm, so R = ‖γ‖_∞ (X6).  Where the scores are normalised inside
+  output, an RMSNorm, so R = ‖γ‖_∞ (X6), for the RMSNorm classes of _RMS_NORMS (Llama,
+  Mistral, Qwen2, Granite; Granite scales its scores by attention_multiplier, so τ is its
+  inverse); with another norm class the layer gets X2 and no X3.  Where the scores are normalised inside
   (QK-norm: q_norm/k_norm, e.g. Qwen3) or only part of each head is rotated, no bound is
   derived and the result says so.
 
@@ -86,7 +88,10 @@ def _bias(b, H, hd):
 # ----------------------------------------------------------------------------- rotary layers (X2–X6)
 
 _PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
-_RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")   # y = γ ⊙ x/√(mean x² + eps), no offset on γ
+# RMSNorm classes whose forward is y = γ ⊙ x/√(mean x² + eps) with no offset on γ (Gemma's 1 + γ is not),
+# and whose output is the attention input of the decoder layer; tests/test_attention_rope.py checks each
+# class against numerics.attention.rmsnorm
+_RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "GraniteRMSNorm")
 
 
 @dataclass

@@ -189,6 +189,37 @@ def test_x6_rmsnorm_radius_and_transformers_rmsnorm():
         rmsnorm(np.zeros(4), np.ones(4), 0.0)
 
 
+def _norm_class(name):
+    # the transformers class of that name, from the model package its prefix names
+    import importlib
+    import re
+    stem = re.sub(r"RMSNorm$", "", name)
+    mod = importlib.import_module(f"transformers.models.{stem.lower()}.modeling_{stem.lower()}")
+    return getattr(mod, name)
+
+
+def _follows_rmsnorm(cls, rng):
+    # the class's forward on float64 input against y = γ ⊙ x/√(mean x² + eps), γ random
+    # (transformers normalises in float32 inside, hence the tolerance)
+    g = rng.standard_normal(16)
+    m = cls(16, eps=1e-6).to(torch.float64)
+    with torch.no_grad():
+        m.weight.copy_(torch.as_tensor(g))
+    x = rng.standard_normal((5, 16)) * 10.0 ** rng.uniform(-3, 3, size=(5, 1))
+    return np.allclose(m(torch.as_tensor(x)).detach().numpy(), rmsnorm(x, g, 1e-6), rtol=1e-5, atol=0)
+
+
+def test_every_rmsnorm_class_given_a_radius_computes_the_x6_formula():
+    # hf_bounds gives R = ‖γ‖∞ (X6) to the RMSNorm classes it lists: each must compute exactly
+    # γ ⊙ x/√(mean x² + eps); Gemma's, with γ stored as an offset from 1, must fail the check
+    from certificates import hf_bounds
+    rng = np.random.default_rng(12)
+    for name in hf_bounds._RMS_NORMS:
+        assert _follows_rmsnorm(_norm_class(name), rng), name
+    assert "GemmaRMSNorm" not in hf_bounds._RMS_NORMS
+    assert not _follows_rmsnorm(_norm_class("GemmaRMSNorm"), rng)
+
+
 # ----------------------------------------------------------------------------- hf_bounds on tiny models
 
 def _tiny(kind: str, **extra):
@@ -198,7 +229,8 @@ def _tiny(kind: str, **extra):
     common = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.3, **extra)
     cfg = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
-           "mistral": transformers.MistralConfig, "qwen3": transformers.Qwen3Config}[kind](**common)
+           "mistral": transformers.MistralConfig, "qwen3": transformers.Qwen3Config,
+           "granite": transformers.GraniteConfig}[kind](**common)
     torch.manual_seed(0)
     m = transformers.AutoModel.from_config(cfg, attn_implementation="eager").to(torch.float64).eval()
     with torch.no_grad():                         # non-trivial RMSNorm weights (init leaves them at 1)
@@ -231,7 +263,8 @@ def _capture(ld, ids):
 IDS = np.random.default_rng(7).integers(0, 64, size=10)
 
 
-@pytest.mark.parametrize("kind,extra", [("llama", {}), ("qwen2", {}), ("mistral", {"sliding_window": 4})])
+@pytest.mark.parametrize("kind,extra", [("llama", {}), ("qwen2", {}), ("mistral", {"sliding_window": 4}),
+                                        ("granite", {"attention_multiplier": 0.3})])
 def test_hf_rotary_converter_and_local_bound_vs_real_jacobian(kind, extra):
     from certificates import hf_bounds
     ld = _tiny(kind, **extra)

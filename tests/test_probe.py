@@ -121,18 +121,49 @@ def test_probe_rows_match_transformers_and_verify(tiny, tmp_path, name):
         assert c9["max"] <= c10["bound"]
 
 
-def test_probe_prints_layers_without_a_global_bound(tmp_path, capsys):
-    # Granite: rotary attention that X2 covers (its scaling is attention_multiplier), fed by an
-    # RMSNorm class hf_bounds has no radius for: bounds.json has C9 and c10_global None with
-    # the reason; the summary table prints "—" there and the reason, and the run succeeds
+def _granite(tmp_path):
+    # a random Granite model on disk: rotary attention that X2 covers, its scores scaled by
+    # attention_multiplier (so τ = 1/0.3), fed by GraniteRMSNorm
     cfg = transformers.GraniteConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
                                      attention_multiplier=0.3, bos_token_id=0, eos_token_id=1, pad_token_id=2)
     torch.manual_seed(0)
+    m = transformers.AutoModel.from_config(cfg)
+    with torch.no_grad():                   # non-trivial norm weights (init leaves them at 1)
+        for name, p in m.named_parameters():
+            if name.endswith("layernorm.weight"):
+                p.copy_(1 + 0.3 * torch.randn_like(p))
     d = tmp_path / "granite"
-    transformers.AutoModel.from_config(cfg).save_pretrained(d)
+    m.save_pretrained(d)
     ids = tmp_path / "ids.npy"
     np.save(ids, IDS)
+    return d, ids
+
+
+def test_probe_gives_granite_the_global_bound(tmp_path, capsys):
+    # GraniteRMSNorm computes the X6 formula, so its layers get R = ‖γ‖∞ and the C10 global bound
+    d, ids = _granite(tmp_path)
+    out = tmp_path / "out"
+    assert run_probe(probe_args(d, "-o", out, "--input-ids", ids, "--no-progress")) == 0
+    check_rows_match(out, d, IDS)
+    b = json.loads((out / "bounds.json").read_text())
+    assert b["c9_c10_apply"] is True and [r["layer"] for r in b["layers"]] == [0, 1]
+    for r in b["layers"]:
+        c9, c10 = r["c9_local"], r["c10_global"]
+        assert r["tau"] == pytest.approx(1 / 0.3)
+        assert c10 is not None and c10["input_max_rms"] <= c10["R_layernorm"] * (1 + 1e-5)
+        assert 0 < c9["max"] <= c9["max_theta_one"] <= c10["bound"]
+    table = capsys.readouterr().out
+    assert "no C10 global bound" not in table[table.index("C10 global"):]
+
+
+def test_probe_prints_layers_without_a_global_bound(tmp_path, capsys, monkeypatch):
+    # Granite with its RMSNorm class taken off hf_bounds' list, as a norm class with no known
+    # radius would be: bounds.json has C9 and c10_global None with the reason; the summary
+    # table prints "—" there and the reason, and the run succeeds
+    from certificates import hf_bounds
+    monkeypatch.setattr(hf_bounds, "_RMS_NORMS", tuple(n for n in hf_bounds._RMS_NORMS if n != "GraniteRMSNorm"))
+    d, ids = _granite(tmp_path)
     out = tmp_path / "out"
     rc = run_probe(probe_args(d, "-o", out, "--input-ids", ids, "--no-progress"))
     printed = capsys.readouterr().out
