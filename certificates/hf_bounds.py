@@ -22,8 +22,10 @@ an X-independent score bias (X4) and soft-capping (X5).  Which models have which
   forward uses), widened to float64.  Causal, plus a sliding window where the layer has
   one (as a −∞ score bias, X4).  X3's radius: the attention input is input_layernorm's
   output, an RMSNorm, so R = ‖γ‖_∞ (X6), for the RMSNorm classes of _RMS_NORMS (Llama,
-  Mistral, Qwen2, Granite; Granite scales its scores by attention_multiplier, so τ is its
-  inverse); with another norm class the layer gets X2 and no X3.  Where the scores are normalised inside
+  Mistral, Qwen2 and their mixture-of-experts forms, Granite, Helium, SmolLM3, Arcee;
+  Granite scales its scores by attention_multiplier, so τ is its inverse), or PyTorch's
+  LayerNorm (Starcoder2), R = ‖γ‖_∞ + RMS(β); with another norm class the layer gets X2
+  and no X3.  Where the scores are normalised inside
   (QK-norm: q_norm/k_norm, e.g. Qwen3) or only part of each head is rotated, no bound is
   derived and the result says so.
 
@@ -49,6 +51,8 @@ from .hf_model import Loaded, get_path
 WHY_NOT = {
     "qk_norm": "QK-norm: queries and keys are normalised (q_norm/k_norm) before the scores, which changes the "
                "score derivative; neither C9/C10 nor their rotary forms X2/X3 are derived for it",
+    "no_rope": "a layer that applies no rotary embedding while the model has rotary tables (NoPE layers, e.g. "
+               "every fourth SmolLM3 layer): the rotary bounds would use maps the layer does not apply",
     "partial_rotary": "partial rotary embeddings: only part of each head is rotated, a layout the rotary "
                       "bounds (X2/X3) are not wired for",
     "rotary_layout": "the rotary tables do not have transformers' rotate_half layout (cos and sin equal on "
@@ -91,7 +95,8 @@ _PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
 # RMSNorm classes whose forward is y = γ ⊙ x/√(mean x² + eps) with no offset on γ (Gemma's 1 + γ is not),
 # and whose output is the attention input of the decoder layer; tests/test_attention_rope.py checks each
 # class against numerics.attention.rmsnorm
-_RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "GraniteRMSNorm")
+_RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "GraniteRMSNorm", "GraniteMoeRMSNorm",
+              "MixtralRMSNorm", "Qwen2MoeRMSNorm", "HeliumRMSNorm", "SmolLM3RMSNorm", "ArceeRMSNorm")
 
 
 @dataclass
@@ -138,6 +143,8 @@ def rotary_obstacle(ld: Loaded, layer: int) -> str | None:
         return "unknown"
     if hasattr(a, "q_norm") or hasattr(a, "k_norm"):
         return "qk_norm"
+    if not getattr(a, "use_rope", True):   # e.g. SmolLM3's NoPE layers (config.no_rope_layers)
+        return "no_rope"
     try:
         cos, sin = _rotary_tables(ld.model.rotary_emb, 3, _model_dtype(ld))
     except Exception:          # e.g. multimodal rotary embeddings that want other position ids
@@ -247,6 +254,11 @@ def layer_radius(ld: Loaded, layer: int) -> float | None:
     norm = getattr(blocks[layer], "input_layernorm", None)
     if norm is not None and type(norm).__name__ in _RMS_NORMS:
         return rmsnorm_radius(_np(norm.weight))          # X6: RMS of an RMSNorm output ≤ ‖γ‖∞
+    if norm is not None and type(norm).__name__ == "LayerNorm" and type(norm).__module__.startswith("torch.nn"):
+        # PyTorch's own LayerNorm (e.g. Starcoder2): the C10 radius ‖γ‖∞ + RMS(β), γ = 1 without affine
+        w = norm.weight
+        return ln_image_radius(np.ones(norm.normalized_shape) if w is None else _np(w),
+                               None if norm.bias is None else _np(norm.bias))
     return None
 
 

@@ -189,13 +189,16 @@ def test_x6_rmsnorm_radius_and_transformers_rmsnorm():
         rmsnorm(np.zeros(4), np.ones(4), 0.0)
 
 
-def _norm_class(name):
-    # the transformers class of that name, from the model package its prefix names
+# every RMSNorm class hf_bounds gives a radius, with a model type that uses it as input_layernorm
+NORM_MODELS = {"LlamaRMSNorm": "llama", "MistralRMSNorm": "mistral", "Qwen2RMSNorm": "qwen2",
+               "GraniteRMSNorm": "granite", "GraniteMoeRMSNorm": "granitemoe", "MixtralRMSNorm": "mixtral",
+               "Qwen2MoeRMSNorm": "qwen2_moe", "HeliumRMSNorm": "helium", "SmolLM3RMSNorm": "smollm3",
+               "ArceeRMSNorm": "arcee"}
+
+
+def _norm_class(name, model_type):
     import importlib
-    import re
-    stem = re.sub(r"RMSNorm$", "", name)
-    mod = importlib.import_module(f"transformers.models.{stem.lower()}.modeling_{stem.lower()}")
-    return getattr(mod, name)
+    return getattr(importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}"), name)
 
 
 def _follows_rmsnorm(cls, rng):
@@ -213,11 +216,47 @@ def test_every_rmsnorm_class_given_a_radius_computes_the_x6_formula():
     # hf_bounds gives R = ‖γ‖∞ (X6) to the RMSNorm classes it lists: each must compute exactly
     # γ ⊙ x/√(mean x² + eps); Gemma's, with γ stored as an offset from 1, must fail the check
     from certificates import hf_bounds
+    assert set(hf_bounds._RMS_NORMS) == set(NORM_MODELS)     # a new entry needs its line here
     rng = np.random.default_rng(12)
-    for name in hf_bounds._RMS_NORMS:
-        assert _follows_rmsnorm(_norm_class(name), rng), name
+    for name, mt in NORM_MODELS.items():
+        assert _follows_rmsnorm(_norm_class(name, mt), rng), name
     assert "GemmaRMSNorm" not in hf_bounds._RMS_NORMS
-    assert not _follows_rmsnorm(_norm_class("GemmaRMSNorm"), rng)
+    assert not _follows_rmsnorm(_norm_class("GemmaRMSNorm", "gemma"), rng)
+
+
+@pytest.mark.parametrize("model_type", sorted(set(NORM_MODELS.values()) | {"starcoder2"}))
+def test_the_attention_input_is_the_norm_output_the_radius_is_taken_from(model_type):
+    # X3 takes R from input_layernorm: in a real forward of the model its output must be what
+    # the attention module receives, unchanged, and hf_bounds must give it a radius
+    import transformers
+    from certificates import hf_bounds, hf_model
+    transformers.utils.logging.set_verbosity_error()
+    cfg = transformers.AutoConfig.for_model(model_type, vocab_size=64, hidden_size=32, intermediate_size=48,
+                                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                            max_position_embeddings=64, head_dim=8, pad_token_id=2,
+                                            bos_token_id=0, eos_token_id=1)
+    torch.manual_seed(0)
+    m = transformers.AutoModel.from_config(cfg, attn_implementation="eager").eval()
+    ld = hf_model.describe(m)
+    seen = {}
+    hooks = []
+    for i, blk in enumerate(m.layers):
+        hooks.append(blk.input_layernorm.register_forward_hook(
+            lambda mod, a, out, i=i: seen.__setitem__(("norm", i), out.detach().clone())))
+        hooks.append(blk.self_attn.register_forward_pre_hook(
+            lambda mod, a, kw, i=i: seen.__setitem__(("attn", i), (kw.get("hidden_states", a[0] if a else None))
+                                                     .detach().clone()), with_kwargs=True))
+    with torch.no_grad():
+        m(input_ids=torch.arange(3, 13)[None], use_cache=False)
+    for h in hooks:
+        h.remove()
+    for i in range(2):
+        assert torch.equal(seen[("norm", i)], seen[("attn", i)])
+        assert hf_bounds.rotary_obstacle(ld, i) is None
+        R = hf_bounds.layer_radius(ld, i)
+        assert R is not None
+        rms = seen[("norm", i)].double().pow(2).mean(-1).sqrt().max().item()
+        assert rms <= R * (1 + 1e-5)
 
 
 # ----------------------------------------------------------------------------- hf_bounds on tiny models
@@ -230,7 +269,7 @@ def _tiny(kind: str, **extra):
                   num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.3, **extra)
     cfg = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
            "mistral": transformers.MistralConfig, "qwen3": transformers.Qwen3Config,
-           "granite": transformers.GraniteConfig}[kind](**common)
+           "granite": transformers.GraniteConfig, "starcoder2": transformers.Starcoder2Config}[kind](**common)
     torch.manual_seed(0)
     m = transformers.AutoModel.from_config(cfg, attn_implementation="eager").to(torch.float64).eval()
     with torch.no_grad():                         # non-trivial RMSNorm weights (init leaves them at 1)
@@ -264,7 +303,7 @@ IDS = np.random.default_rng(7).integers(0, 64, size=10)
 
 
 @pytest.mark.parametrize("kind,extra", [("llama", {}), ("qwen2", {}), ("mistral", {"sliding_window": 4}),
-                                        ("granite", {"attention_multiplier": 0.3})])
+                                        ("granite", {"attention_multiplier": 0.3}), ("starcoder2", {})])
 def test_hf_rotary_converter_and_local_bound_vs_real_jacobian(kind, extra):
     from certificates import hf_bounds
     ld = _tiny(kind, **extra)
@@ -295,6 +334,39 @@ def test_hf_rotary_converter_and_local_bound_vs_real_jacobian(kind, extra):
         assert r["c9_local"]["max"] <= r["c9_local"]["max_theta_one"] <= r["c10_global"]["bound"]
         assert r["c10_global"]["R_layernorm"] >= r["c10_global"]["input_max_rms"] * (1 - 1e-12)
         assert abs(r["rotary"]["gain"] - 1) < 1e-5 and r["rotary"]["a_form"] == ["centred"]
+
+
+def test_hf_nope_layer_says_why_not():
+    # SmolLM3 skips RoPE on every fourth layer (config.no_rope_layers): the rotary maps are not
+    # that layer's map (the kernel with them misses the module's output), so it is not bounded
+    # and the result says why; the rotary layers keep their bounds and reproduce the module
+    import transformers
+    from certificates import hf_bounds, hf_model
+    transformers.utils.logging.set_verbosity_error()
+    cfg = transformers.AutoConfig.for_model("smollm3", vocab_size=64, hidden_size=32, intermediate_size=48,
+                                            num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                            max_position_embeddings=64, head_dim=8, pad_token_id=2, bos_token_id=0,
+                                            eos_token_id=1)
+    assert list(cfg.no_rope_layers) == [1, 1, 1, 0]
+    torch.manual_seed(0)
+    m = transformers.AutoModel.from_config(cfg, attn_implementation="eager").to(torch.float64).eval()
+    ld = hf_model.describe(m)
+    got, _ = _capture(ld, IDS)
+    for i in range(4):
+        X = got[i]["x"][0].numpy()
+        rl = hf_bounds.rotary_layer(ld, i)
+        if i == 3:
+            assert rl is None
+            assert hf_bounds.rotary_obstacle(ld, i) == "no_rope"
+            assert hf_bounds.layer_weights(ld, i) is None
+            # what the rotary maps would have given: not the module's output
+            rl = hf_bounds.RotaryLayer(m.rotary_emb, 8, None, None, 1.0, torch.float64)
+        w = hf_bounds._rotary_weights(ld, i)
+        y = mha_ext(X, w, rope=hf_bounds.rotary_maps(rl, X.shape[0])).numpy()
+        err = np.abs(y - got[i]["y"][0].numpy()).max()
+        assert (err < 1e-8) == (i < 3), (i, err)
+    acc = hf_bounds.BoundsAccumulator(ld, [0, 1, 2, 3])
+    assert not acc.applies and "NoPE" in acc.result()["why"]
 
 
 def test_hf_qk_norm_says_why_not():
