@@ -239,7 +239,8 @@ def _run(args, ld, batches, layers, heads, out: Path, where: str, unit: str, pla
         raise InputError(str(ld.model_dir), f"{exc}; {INSTEAD}") from None
     except ForwardError as exc:
         writer.abort()
-        raise InputError(where, f"the model rejected the inputs ({_first_line(exc.exc)}){_hint(ld, batches)}") \
+        msg = _first_line(exc.exc)
+        raise InputError(where, f"the model rejected the inputs ({msg}){_hint(ld, batches, args.dtype, msg)}") \
             from None
     except BaseException:
         writer.abort()
@@ -275,10 +276,13 @@ def _first_line(exc: BaseException) -> str:
     return first(exc)
 
 
-def _hint(ld, batches) -> str:
+def _hint(ld, batches, dtype="float32", msg="") -> str:
     names = set(batches[0].arrays) if batches else set()
     if ld.is_encoder_decoder and "decoder_input_ids" not in names and "decoder_input_ids" in ld.forward_params:
         return "; an encoder–decoder model may need decoder_input_ids: pass them with --model-inputs FILE.npz"
+    if dtype == "float64" and ("Double" in msg or "float64" in msg):
+        # e.g. Mixtral's grouped expert matmul, which has no float64 kernel
+        return "; part of this model has no float64 kernel: run it with --dtype float32"
     return ""
 
 

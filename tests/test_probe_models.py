@@ -418,3 +418,18 @@ def test_capture_threads_follow_free_cores(monkeypatch):
             assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_model_without_float64_kernels_is_told_to_use_float32(tmp_path):
+    # Mixtral's grouped expert matmul has no float64 kernel: --dtype float64 fails inside the
+    # forward, and the refusal says which option to change; float32 probes the same model
+    cfg = transformers.MixtralConfig(**SMALL, num_key_value_heads=2, max_position_embeddings=32, num_local_experts=2,
+                                     num_experts_per_tok=1)
+    torch.manual_seed(0)
+    d = tmp_path / "mixtral"
+    transformers.AutoModel.from_config(cfg).save_pretrained(d)
+    ids = tmp_path / "ids.npy"
+    np.save(ids, _ids(0, (1, 6)))
+    _expect_refusal((d, "--input-ids", ids, "--dtype", "float64"), tmp_path / "out",
+                    "the model rejected the inputs .*Double.*run it with --dtype float32")
+    assert run_probe(probe_args(d, "-o", tmp_path / "out32", "--input-ids", ids, "--no-progress", "--no-verify")) == 0
