@@ -10,9 +10,10 @@ an X-independent score bias (X4) and soft-capping (X5).  Which models have which
   one Conv1D, biases are kept; τ = 1/scaling, which covers scale_attn_weights = False
   and scale_attn_by_inverse_layer_idx).  Causal.  C10's radius: the attention input is
   ln_1's output, so R = ‖γ‖_∞ + RMS(β) of ln_1 (pre-LN).
-* BERT: C9/C10, bidirectional (causal if is_decoder).  C10's radius: every layer's input is
-  a LayerNorm output (embeddings.LayerNorm for layer 0, the previous layer's
-  output.LayerNorm after it; post-LN), so the same R formula holds for that LayerNorm.
+* BERT, and RoBERTa, XLM-RoBERTa, CamemBERT and data2vec-text, which use BERT's modules
+  (POST_LN_ENCODERS): C9/C10, bidirectional (causal if is_decoder).  C10's radius: every
+  layer's input is a LayerNorm output (embeddings.LayerNorm for layer 0, the previous
+  layer's output.LayerNorm after it; post-LN), so the same R formula holds for that LayerNorm.
 * Llama, and the same code path for Mistral/Qwen2-style attention (q_proj, k_proj, v_proj,
   o_proj, grouped-query attention by repeating key/value heads, rotary embeddings from
   the model's rotary_emb): X2/X3.  transformers applies RoPE as q·cos + rotate_half(q)·sin,
@@ -78,6 +79,13 @@ APPLIES = {
             "W_O = attention.output.dense); C10's radius R = ‖γ‖∞ + RMS(β) of the LayerNorm whose output "
             "is the layer's input (embeddings.LayerNorm, then the previous layer's output.LayerNorm; post-LN)",
 }
+# Post-LN encoders with BERT's modules (attention.self.query/key/value, attention.output.dense,
+# embeddings.LayerNorm, output.LayerNorm) and absolute positions added before embeddings.LayerNorm;
+# tests/test_probe.py checks on each that the converted weights reproduce the module and that
+# every layer's input is the LayerNorm output its radius is taken from
+POST_LN_ENCODERS = ("bert", "roberta", "xlm-roberta", "camembert", "data2vec-text")
+for _mt in POST_LN_ENCODERS[1:]:
+    APPLIES[_mt] = APPLIES["bert"].replace("BERT self-attention", f"{_mt} self-attention (BERT's modules)")
 
 
 def _per_head(M: np.ndarray, H: int, hd: int) -> np.ndarray:
@@ -162,7 +170,7 @@ def rotary_obstacle(ld: Loaded, layer: int) -> str | None:
 
 def rotary_layer(ld: Loaded, layer: int) -> RotaryLayer | None:
     """The rotary part of a covered layer, or None (non-rotary or not covered)."""
-    if ld.model_type in ("gpt2", "bert") or rotary_obstacle(ld, layer) is not None:
+    if ld.model_type == "gpt2" or ld.model_type in POST_LN_ENCODERS or rotary_obstacle(ld, layer) is not None:
         return None
     a, cfg = _attn(ld, layer), ld.model.config
     window = getattr(a, "sliding_window", None)
@@ -209,7 +217,7 @@ def _rotary_weights(ld: Loaded, layer: int) -> MHAWeights:
 
 def layer_obstacle(ld: Loaded, layer: int) -> str | None:
     """None when a bound covers the layer, else the WHY_NOT key saying why not."""
-    if ld.model_type in ("gpt2", "bert"):
+    if ld.model_type == "gpt2" or ld.model_type in POST_LN_ENCODERS:
         return None
     return rotary_obstacle(ld, layer)
 
@@ -227,7 +235,7 @@ def layer_weights(ld: Loaded, layer: int) -> MHAWeights | None:
         return MHAWeights(_per_head(W[:, :E], H, hd), _per_head(W[:, E:2 * E], H, hd), _per_head(W[:, 2 * E:], H, hd),
                           _np(a.c_proj.weight), 1.0 / float(a.scaling), bq, bk, bv,
                           None if a.c_proj.bias is None else _np(a.c_proj.bias), causal=True, name=f"layer {layer}")
-    if ld.model_type == "bert":
+    if ld.model_type in POST_LN_ENCODERS:
         s, o = blk.attention.self, blk.attention.output.dense
         hd = s.attention_head_size
         lin = lambda m: _per_head(_np(m.weight).T, H, hd)     # noqa: E731  nn.Linear: y = x Wᵀ + b
@@ -249,7 +257,7 @@ def layer_radius(ld: Loaded, layer: int) -> float | None:
     blocks = get_path(ld.model, ld.spec.layers)
     if ld.model_type == "gpt2":
         return _ln_radius(blocks[layer].ln_1)
-    if ld.model_type == "bert":
+    if ld.model_type in POST_LN_ENCODERS:
         return _ln_radius(ld.model.embeddings.LayerNorm if layer == 0 else blocks[layer - 1].output.LayerNorm)
     norm = getattr(blocks[layer], "input_layernorm", None)
     if norm is not None and type(norm).__name__ in _RMS_NORMS:

@@ -435,3 +435,49 @@ def test_layer_head_tables(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps({"tolerance": 0.01}))
     write_layer_head(tmp_path, tmp_path)
     assert "| 0 | ≤tol / 0.00 | – |" in (tmp_path / "layer_head.md").read_text()
+
+
+@pytest.mark.parametrize("model_type", ["roberta", "xlm-roberta", "camembert", "data2vec-text", "bert"])
+def test_post_ln_encoders_converter_and_wiring(tmp_path, model_type):
+    # hf_bounds treats these as BERT (POST_LN_ENCODERS): on a random model of each, the
+    # converted weights must give the module's own probabilities and output, and every layer's
+    # attention input must be the LayerNorm output its C10 radius is taken from, inside R
+    from certificates import hf_bounds, hf_model
+    from numerics.attention import attention_probs, mha
+    assert model_type in hf_bounds.POST_LN_ENCODERS
+    cfg = transformers.AutoConfig.for_model(model_type, vocab_size=VOCAB, hidden_size=32, intermediate_size=48,
+                                            num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=34,
+                                            pad_token_id=1, bos_token_id=0, eos_token_id=2, initializer_range=0.3)
+    torch.manual_seed(0)
+    m = transformers.AutoModel.from_config(cfg)
+    with torch.no_grad():                   # non-trivial LayerNorm weights and biases
+        for name, p in m.named_parameters():
+            if "LayerNorm" in name:
+                p.add_(0.3 * torch.randn_like(p))
+    d = tmp_path / model_type
+    m.save_pretrained(d)
+    ld = hf_model.load_model(d, dtype="float64")
+    blocks = hf_model.get_path(ld.model, ld.spec.layers)
+    mods = hf_model.attention_modules(ld)
+    got = {}
+    hooks = [mods[i].register_forward_pre_hook(lambda _m, a, k, i=i: got.__setitem__(("x", i), a[0] if a
+                                               else k["hidden_states"]), with_kwargs=True) for i in range(2)]
+    hooks += [mods[i].register_forward_hook(lambda _m, a, o, i=i: got.__setitem__(("y", i), o)) for i in range(2)]
+    norms = [ld.model.embeddings.LayerNorm, blocks[0].output.LayerNorm]
+    hooks += [n.register_forward_hook(lambda _m, a, o, i=i: got.__setitem__(("ln", i), o)) for i, n in enumerate(norms)]
+    with torch.no_grad():
+        ld.model(input_ids=torch.as_tensor(IDS[:1]) + 3)
+    for h in hooks:
+        h.remove()
+    acc = hf_bounds.BoundsAccumulator(ld, [0, 1])
+    assert acc.applies and hf_bounds.APPLIES[model_type].startswith(("BERT", model_type))
+    for i in range(2):
+        X = got[("x", i)][0].numpy()
+        assert torch.equal(got[("x", i)], got[("ln", i)])          # the input is that LayerNorm's output
+        w = hf_bounds.layer_weights(ld, i)
+        np.testing.assert_allclose(attention_probs(X, w), got[("y", i)][1][0].numpy(), atol=1e-12)
+        with torch.no_grad():
+            y = blocks[i].attention.output.dense(got[("y", i)][0][0])
+        np.testing.assert_allclose(mha(X, w).numpy(), y.numpy(), atol=1e-12)
+        assert hf_bounds.layer_radius(ld, i) == hf_bounds._ln_radius(norms[i])   # R from that LayerNorm
+        assert np.sqrt((X * X).mean(axis=1)).max() <= hf_bounds.layer_radius(ld, i)
