@@ -105,6 +105,9 @@ _PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
 # class against numerics.attention.rmsnorm
 _RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "GraniteRMSNorm", "GraniteMoeRMSNorm",
               "MixtralRMSNorm", "Qwen2MoeRMSNorm", "HeliumRMSNorm", "SmolLM3RMSNorm", "ArceeRMSNorm")
+# rotary models whose input_layernorm is PyTorch's LayerNorm, its output the attention input (the
+# wiring is tested per model type in tests/test_attention_rope.py, so the list is closed)
+_LAYER_NORM_MODELS = ("starcoder2",)
 
 
 @dataclass
@@ -248,9 +251,9 @@ def layer_weights(ld: Loaded, layer: int) -> MHAWeights | None:
 
 
 def _ln_radius(ln) -> float:
-    """‖γ‖_∞ + RMS(β), rounded up (numerics.attention.ln_image_radius)."""
-    bias = getattr(ln, "bias", None)
-    return ln_image_radius(_np(ln.weight), None if bias is None else _np(bias))
+    """‖γ‖_∞ + RMS(β), rounded up (numerics.attention.ln_image_radius); γ = 1 without affine."""
+    w, bias = getattr(ln, "weight", None), getattr(ln, "bias", None)
+    return ln_image_radius(np.ones(ln.normalized_shape) if w is None else _np(w), None if bias is None else _np(bias))
 
 
 def layer_radius(ld: Loaded, layer: int) -> float | None:
@@ -262,11 +265,9 @@ def layer_radius(ld: Loaded, layer: int) -> float | None:
     norm = getattr(blocks[layer], "input_layernorm", None)
     if norm is not None and type(norm).__name__ in _RMS_NORMS:
         return rmsnorm_radius(_np(norm.weight))          # X6: RMS of an RMSNorm output ≤ ‖γ‖∞
-    if norm is not None and type(norm).__name__ == "LayerNorm" and type(norm).__module__.startswith("torch.nn"):
-        # PyTorch's own LayerNorm (e.g. Starcoder2): the C10 radius ‖γ‖∞ + RMS(β), γ = 1 without affine
-        w = norm.weight
-        return ln_image_radius(np.ones(norm.normalized_shape) if w is None else _np(w),
-                               None if norm.bias is None else _np(norm.bias))
+    if ld.model_type in _LAYER_NORM_MODELS and type(norm).__name__ == "LayerNorm" \
+            and type(norm).__module__.startswith("torch.nn") and len(norm.normalized_shape) == 1:
+        return _ln_radius(norm)      # PyTorch's LayerNorm over the hidden axis: ‖γ‖∞ + RMS(β)
     return None
 
 
@@ -339,7 +340,8 @@ class BoundsAccumulator:
                        "LayerNorm feeding the layer, input_max_rms = the largest RMS among the captured inputs, "
                        "which float rounding can push a hair above R_layernorm); it bounds the θ factor by 1, "
                        "so its θ contribution is that of the worst case. For rotary layers the local bound is X2 "
-                       "and the global one X3 (R_layernorm is then ‖γ‖∞ of the RMSNorm feeding the layer, X6; "
+                       "and the global one X3 (R_layernorm is then ‖γ‖∞ of the RMSNorm feeding the layer, X6, or "
+                       "‖γ‖∞ + RMS(β) where that norm is a LayerNorm; "
                        "gain is the largest ‖M_p‖₂ of the rotary maps, 1 up to float rounding for plain RoPE; "
                        "a_form says which per-pair form X2 used); those are float64 values, not certified. "
                        "Bounds use all heads of a layer, whatever --heads selects, and the first sequences "

@@ -217,6 +217,7 @@ def test_every_rmsnorm_class_given_a_radius_computes_the_x6_formula():
     # γ ⊙ x/√(mean x² + eps); Gemma's, with γ stored as an offset from 1, must fail the check
     from certificates import hf_bounds
     assert set(hf_bounds._RMS_NORMS) == set(NORM_MODELS)     # a new entry needs its line here
+    assert set(hf_bounds._LAYER_NORM_MODELS) == {"starcoder2"}  # and a LayerNorm model its wiring test below
     rng = np.random.default_rng(12)
     for name, mt in NORM_MODELS.items():
         assert _follows_rmsnorm(_norm_class(name, mt), rng), name
