@@ -9,9 +9,11 @@ custom modeling code (``auto_map``) is never run.  Every failure is an
 Which architectures: any that transformers runs with eager attention and whose modeling
 code declares, in ``_can_record_outputs``, which modules return attention weights
 (certificates/probe_capture.py finds them exactly as transformers' own
-``output_attentions`` does).  Whether a model qualifies is decided from its config
-alone, before any weight is read: the model class is built on the meta device (no
-memory, no weights) and its modules are inspected.
+``output_attentions`` does), and any older one (Falcon, BLOOM, MPT, DeBERTa, MPNet, …)
+that declares none but whose forward takes ``output_attentions``: its weights are read
+from the model's outputs instead (``Loaded.capture == "outputs"``).  Whether a model
+qualifies is decided from its config alone, before any weight is read: the model class is
+built on the meta device (no memory, no weights) and its modules are inspected.
 """
 from __future__ import annotations
 
@@ -61,6 +63,9 @@ class Loaded:
     forward_params: frozenset = frozenset()      # the named parameters of model.forward
     dtype: object = None                         # the model's floating dtype (torch.dtype)
     device: str = "cpu"
+    # "hooks": the sites' forward hooks (sites non-empty); "outputs": older modeling code
+    # that declares no sites, read from model(..., output_attentions=True) (sites empty)
+    capture: str = "hooks"
 
 
 def _offline() -> None:
@@ -166,11 +171,20 @@ def inspect_on_meta(cls, cfg, where: str) -> list:
         raise InputError(where, f"{cls.__name__} cannot be built with eager attention ({_first_line(exc)}); "
                                 f"probe needs transformers' eager path; {INSTEAD}") from None
     sites = find_sites(m)
-    if not sites:
-        raise InputError(where, f"{cls.__name__} declares no module that returns attention weights "
-                                f"(no 'attentions' in its _can_record_outputs: older modeling code, or no "
-                                f"softmax attention at all), so probe cannot capture it; {INSTEAD}")
+    if not sites and not takes_output_attentions(m):
+        raise InputError(where, f"{cls.__name__} declares no module that returns attention weights (no "
+                                f"'attentions' in its _can_record_outputs) and its forward takes no "
+                                f"output_attentions: no softmax attention to capture; {INSTEAD}")
     return sites
+
+
+def takes_output_attentions(model) -> bool:
+    """Does model.forward take ``output_attentions`` by name (older modeling code that returns
+    the weights in its outputs rather than declaring the modules that compute them)?"""
+    try:
+        return "output_attentions" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _config_int(cfg, *names) -> int | None:
@@ -231,18 +245,27 @@ def describe(model, model_dir: Path | None = None, device: str | None = None) ->
     cfg = model.config
     where = str(model_dir) if model_dir is not None else type(model).__name__
     sites = find_sites(model)
+    mode = "hooks"
     if not sites:
-        raise InputError(where, f"{type(model).__name__} declares no module that returns attention weights "
-                                f"(no 'attentions' in its _can_record_outputs); {INSTEAD}")
-    for s in sites:
-        impl = getattr(s.owner.config, "_attn_implementation", None)
-        if impl != "eager":
-            raise InputError(where, f"{s.owner_name} runs attention as {impl!r}, which returns no weights (or "
+        if not takes_output_attentions(model):
+            raise InputError(where, f"{type(model).__name__} declares no module that returns attention weights "
+                                    f"(no 'attentions' in its _can_record_outputs) and its forward takes no "
+                                    f"output_attentions; {INSTEAD}")
+        mode = "outputs"
+    owners = [(s.owner_name, s.owner.config) for s in sites] or [(type(model).__name__, cfg)]
+    for name, c in owners:
+        impl = getattr(c, "_attn_implementation", None)
+        # older modeling code may not record an implementation at all (None): it has only eager
+        if impl != "eager" and not (mode == "outputs" and impl is None):
+            raise InputError(where, f"{name} runs attention as {impl!r}, which returns no weights (or "
                                     f"other ones); load the model with attn_implementation='eager'")
     groups: dict = {}
     for s in sites:
         groups[(s.stack, s.kind)] = groups.get((s.stack, s.kind), 0) + 1
-    n_layers = max(max(groups.values()), _config_int(cfg, "num_hidden_layers") or 0)
+    n_layers = max(max(groups.values(), default=0), _config_int(cfg, "num_hidden_layers") or 0)
+    if mode == "outputs":      # no modules to count: an encoder–decoder's stacks may differ in depth
+        n_layers = max([n_layers] + [_config_int(cfg, k) or 0 for k in ("encoder_layers", "decoder_layers",
+                                                                        "num_decoder_layers", "n_layer")])
     n_heads = _config_int(cfg, "num_attention_heads", "encoder_attention_heads", "num_heads", "n_head")
     try:
         p = next(model.parameters())
@@ -264,7 +287,7 @@ def describe(model, model_dir: Path | None = None, device: str | None = None) ->
                   is_encoder_decoder=bool(getattr(cfg, "is_encoder_decoder", False)),
                   decoder_max_positions=_config_int(cfg, "max_target_positions", "max_position_embeddings",
                                                     "n_positions"),
-                  forward_params=fparams, dtype=dt, device=dev)
+                  forward_params=fparams, dtype=dt, device=dev, capture=mode)
 
 
 def _position_limit(model, configured: int | None) -> int | None:

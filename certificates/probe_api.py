@@ -138,7 +138,8 @@ def _probe(model, inputs, layers, heads, batch_size, max_sequences, do_certify, 
     try:
         capture(ld, batches, layers, heads, sink, None, device=ld.device, progress=progress, unit=unit)
     except CaptureError as exc:
-        raise InputError(type(model).__name__, f"{exc}; {hf_model.INSTEAD}") from None
+        raise InputError(type(model).__name__, f"{exc}; {hf_model.INSTEAD}" if exc.instead else str(exc)) \
+            from None
     except ForwardError as exc:
         raise InputError(where, f"the model rejected the inputs ({hf_model._first_line(exc.exc)})") from None
     if sink.written == 0:

@@ -277,7 +277,13 @@ def capture_threads():
 # ----------------------------------------------------------------------------- capture
 
 class CaptureError(Exception):
-    """A site returned something probe cannot certify as rows (the message is one line)."""
+    """A site returned something probe cannot certify as rows (the message is one line).
+    ``instead``: whether saving the weights oneself and certifying them is worth advising
+    (not when the weights are not probabilities at all)."""
+
+    def __init__(self, msg: str, instead: bool = True):
+        super().__init__(msg)
+        self.instead = instead
 
 
 class ForwardError(Exception):
@@ -303,7 +309,7 @@ def _query_mask_name(ld, site: Site) -> str | None:
     (a multimodal LM: not of the vision tower's patches)."""
     if ld.is_encoder_decoder:
         return "decoder_attention_mask" if site.stack == "decoder" else "attention_mask"
-    if site.stack == "decoder" or len({s.stack for s in ld.sites}) == 1:
+    if site.stack == "decoder" or len({s.stack for s in ld.sites}) <= 1:
         return "attention_mask"
     return None
 
@@ -322,7 +328,7 @@ def capture(ld, batches: list[Batch], layers: list[int] | None, heads: list[int]
     for the run record.
     """
     import torch
-    state: dict = {"batch": None, "calls": {}, "X": {}, "masks": {}}
+    state: dict = {"batch": None, "calls": {}, "X": {}, "masks": {}, "stack": None}
     groups: dict = {}
     heads_arr = None if heads is None else np.asarray(heads)
 
@@ -349,7 +355,26 @@ def capture(ld, batches: list[Batch], layers: list[int] | None, heads: list[int]
                 raise _HookFailure(exc) from None
         return f
 
-    def _take(site, layer, P, X):
+    def take_outputs(out):
+        # older modeling code (ld.capture == "outputs"): the weights the forward returned
+        # for output_attentions, one tensor a layer in each of its attention outputs
+        for attr, stack, kind in (OUTPUT_GROUPS_ED if ld.is_encoder_decoder else OUTPUT_GROUPS):
+            Ps = out.get(attr) if hasattr(out, "get") else None
+            if Ps is None:
+                continue
+            if not isinstance(Ps, (tuple, list)):
+                raise CaptureError(f"the output {attr} of {type(ld.model).__name__} is a {type(Ps).__name__}, "
+                                   f"not one tensor a layer")
+            if stack is None:          # decided once, on the first batch (see output_stack)
+                state["stack"] = state.get("stack") or output_stack(Ps, ld.model, state["masks"].get("attention_mask"))
+                stack = state["stack"]
+            site = Site(f"output {attr}", None, 0, kind, stack, ld.model)
+            for layer, P in enumerate(Ps):
+                state["calls"][(stack, kind)] = layer + 1
+                if P is not None and (layers is None or layer in layers):
+                    _take(site, layer, P, None, check=True)
+
+    def _take(site, layer, P, X, check=False):
         batch = state["batch"]
         B = len(batch.seq_ids)
         where = f"{site.name or type(site.module).__name__} ({site.stack} {site.kind}-attention, layer {layer})"
@@ -374,6 +399,8 @@ def capture(ld, batches: list[Batch], layers: list[int] | None, heads: list[int]
             if qmask is not None and qmask.shape[1] == Lq:
                 q = np.flatnonzero(qmask[b])
                 r = r[:, q]
+            if check:
+                _check_probabilities(r, where)
             nh, nq = len(hsel), len(q)
             sink.add(r.reshape(nh * nq, Lk), layer=layer, head=np.repeat(hsel, nq), query=np.tile(q, nh),
                      sequence=s, seqlen=Lk, stack=site.stack, kind=site.kind)
@@ -390,6 +417,10 @@ def capture(ld, batches: list[Batch], layers: list[int] | None, heads: list[int]
         hooks.append(site.module.register_forward_hook(post_hook(site)))
     bar = Progress(sum(b.units for b in batches), "probe", progress, unit)
     extra = {"use_cache": False} if "use_cache" in ld.forward_params else {}
+    if ld.capture == "outputs":
+        extra["output_attentions"] = True
+        if "return_dict" in ld.forward_params:
+            extra["return_dict"] = True
     try:
         with torch.no_grad(), capture_threads() as adjust:
             for batch in batches:
@@ -399,11 +430,13 @@ def capture(ld, batches: list[Batch], layers: list[int] | None, heads: list[int]
                                     if k.endswith("attention_mask") and np.ndim(v) == 2})
                 kwargs = {k: _to_torch(v, ld.dtype, device) for k, v in batch.arrays.items()}
                 try:
-                    ld.model(**kwargs, **extra)
+                    out = ld.model(**kwargs, **extra)
                 except _HookFailure as exc:
                     raise exc.exc from None
                 except Exception as exc:
                     raise ForwardError(exc) from exc
+                if ld.capture == "outputs":
+                    take_outputs(out)
                 if not state["calls"]:
                     raise CaptureError(f"no module returned attention weights during the forward pass of "
                                        f"{type(ld.model).__name__}")
@@ -422,6 +455,48 @@ def capture(ld, batches: list[Batch], layers: list[int] | None, heads: list[int]
             "attention": [{"stack": s, "kind": k, "layers": sorted(g["layers"]), "heads": g["heads"],
                            "queries": sorted(g["queries"]), "keys": sorted(g["keys"])}
                           for (s, k), g in groups.items()]}
+
+
+# the attention outputs of older modeling code read by capture (ld.capture == "outputs"):
+# (output name, stack, kind); stack None: decided by output_stack
+OUTPUT_GROUPS = (("attentions", None, "self"), ("cross_attentions", "decoder", "cross"))
+OUTPUT_GROUPS_ED = (("encoder_attentions", "encoder", "self"), ("decoder_attentions", "decoder", "self"),
+                    ("cross_attentions", "decoder", "cross"))
+
+
+def output_stack(Ps, model, qmask=None) -> str:
+    """The stack label of a single-stack model's self-attention read from its outputs (no
+    modules to ask): "decoder" when in these tensors (one batch, every layer) each real query
+    (``qmask``, (batch, queries) 0/1, when given: a padded query's row may be anything) puts
+    exact zeros on every later key, else "encoder"; with no square tensor of two or more
+    tokens to tell, the config's ``is_decoder``.  A label only: what is certified is the rows."""
+    import torch
+    sq = [P for P in Ps if torch.is_tensor(P) and P.ndim == 4 and P.shape[-1] == P.shape[-2] >= 2]
+    if not sq:
+        return "decoder" if getattr(model.config, "is_decoder", False) is True else "encoder"
+    for P in sq:
+        later = (torch.triu(P, 1) != 0).any(dim=-1).any(dim=1).cpu().numpy()     # (batch, queries)
+        if qmask is not None and qmask.shape == later.shape:
+            later &= qmask.astype(bool)
+        if later.any():
+            return "encoder"
+    return "decoder"
+
+
+def _check_probabilities(r: np.ndarray, where: str) -> None:
+    """Weights read from a model's outputs must be probability rows (finite, ≥ 0, each summing
+    to 1 within certify's default sum defect), as a softmax gives them: older modeling code
+    sometimes returns other things under the name (ProphetNet's signed weights)."""
+    from .inputs import DEFAULT_MAX_SUM_DEFECT
+    if r.size == 0:
+        return
+    sums = r.sum(axis=-1)
+    lo = float(r.min())
+    if not (np.isfinite(sums).all() and lo >= 0 and float(np.abs(sums - 1).max()) <= DEFAULT_MAX_SUM_DEFECT):
+        raise CaptureError(f"{where} returned weights that are not attention probabilities (least entry "
+                           f"{lo:.3g}, row sums {float(sums.min()):.6g} to {float(sums.max()):.6g}): this model's "
+                           f"output_attentions is not a softmax it applies, so probe cannot certify it",
+                           instead=False)
 
 
 def _to_torch(a: np.ndarray, float_dtype, device: str):

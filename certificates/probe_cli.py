@@ -197,6 +197,13 @@ def run_probe(args) -> int:
 
 def not_covered(ld) -> dict:
     """bounds.json for a model outside hf_bounds' reach (no single stack of self-attention blocks)."""
+    if ld.capture == "outputs":
+        return {"model_type": ld.model_type, "c9_c10_apply": False,
+                "why": "its attention weights were read from the model's outputs (output_attentions: older "
+                       "modeling code that declares no attention modules); C9/C10 (certificates/hf_bounds.py) "
+                       "are evaluated on the attention modules of one stack of blocks, which this code does "
+                       "not locate for it",
+                "layers": []}
     kinds = sorted({f"{s.stack} {s.kind}-attention" for s in ld.sites})
     return {"model_type": ld.model_type, "c9_c10_apply": False,
             "why": "C9/C10 (certificates/hf_bounds.py) are evaluated on one stack of self-attention blocks "
@@ -236,7 +243,7 @@ def _run(args, ld, batches, layers, heads, out: Path, where: str, unit: str, pla
     except CaptureError as exc:
         writer.abort()
         from .hf_model import INSTEAD
-        raise InputError(str(ld.model_dir), f"{exc}; {INSTEAD}") from None
+        raise InputError(str(ld.model_dir), f"{exc}; {INSTEAD}" if exc.instead else str(exc)) from None
     except ForwardError as exc:
         writer.abort()
         msg = _first_line(exc.exc)
@@ -291,6 +298,12 @@ CAPTURE_TEXT = ("eager attention: the probabilities each attention module that t
                 "model dtype, widened exactly to float64; masked keys are exact zeros; rows of masked (padding) "
                 "queries are dropped; rows narrower than L are zero-padded (seqlen is each row's own width). "
                 "Certified: θ of the exact normalisation of each stored row (C7).")
+CAPTURE_OUTPUTS_TEXT = ("eager attention of older modeling code that declares no attention modules: the weights "
+                        "its forward returns for output_attentions=True (one tensor a layer), checked to be "
+                        "probability rows, in the model dtype, widened exactly to float64; masked keys are exact "
+                        "zeros; rows of masked (padding) queries are dropped; rows narrower than L are zero-padded "
+                        "(seqlen is each row's own width). Certified: θ of the exact normalisation of each stored "
+                        "row (C7).")
 
 
 def _write_record(args, ld, layers, heads, L, counts, n_rows, verified, out: Path, plan: dict) -> None:
@@ -305,7 +318,9 @@ def _write_record(args, ld, layers, heads, L, counts, n_rows, verified, out: Pat
            "causal": None if ld.spec is None else ld.spec.causal,
            "attention_modules": [{"name": s.name, "class": type(s.module).__name__, "stack": s.stack,
                                   "kind": s.kind, "declared_by": s.owner_name} for s in ld.sites],
-           "dtype": args.dtype, "device": args.device, "capture": CAPTURE_TEXT,
+           "captured_from": "output_attentions" if ld.capture == "outputs" else "attention modules",
+           "dtype": args.dtype, "device": args.device,
+           "capture": CAPTURE_OUTPUTS_TEXT if ld.capture == "outputs" else CAPTURE_TEXT,
            "source": {"text": args.text, "input_ids": args.input_ids,
                       "model_inputs": getattr(args, "model_inputs", None)},
            **plan, "rows": n_rows, "L": L, "layers": "all" if layers is None else layers,

@@ -68,6 +68,11 @@ def _config(name):
                                  num_heads=4, decoder_start_token_id=0),
         "bart": lambda: t.BartConfig(**SEQ2SEQ, max_position_embeddings=32),
         # 24 input frames → 12 encoder positions after the stride-2 convolution
+        # older modeling code (no _can_record_outputs): read from output_attentions
+        "bloom": lambda: t.BloomConfig(vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=4),
+        "falcon": lambda: t.FalconConfig(**SMALL, max_position_embeddings=32),
+        "deberta-v2": lambda: t.DebertaV2Config(**SMALL, max_position_embeddings=32),
+        "mvp": lambda: t.MvpConfig(**SEQ2SEQ, max_position_embeddings=32),
         "whisper": lambda: t.WhisperConfig(**SEQ2SEQ, num_mel_bins=8, max_source_positions=12,
                                            max_target_positions=16, pad_token_id=0, bos_token_id=1,
                                            eos_token_id=2, decoder_start_token_id=1, suppress_tokens=None,
@@ -83,13 +88,15 @@ def _inputs(name) -> dict:
         return {"input_features": rng.standard_normal((2, 8, 24)).astype(np.float32),
                 "decoder_input_ids": _ids(4, (2, 5))}
     x = {"input_ids": _ids(1, (2, T))}
-    if name in ("t5", "bart"):
+    if name in ("t5", "bart", "mvp"):
         x["decoder_input_ids"] = _ids(2, (2, TD))
         x["attention_mask"] = RIGHT_PAD
-    if name == "bart":
+    if name in ("bart", "mvp"):
         x["decoder_attention_mask"] = np.array([[1] * TD, [1] * (TD - 2) + [0] * 2])
-    if name in ("bert", "roberta"):
+    if name in ("bert", "roberta", "deberta-v2"):
         x["attention_mask"] = RIGHT_PAD
+    if name == "bloom":
+        x["attention_mask"] = LEFT_PAD
     if name == "qwen2":
         x["attention_mask"] = LEFT_PAD
     return x
@@ -101,8 +108,11 @@ ARCH = {"bert": ("encoder", False), "roberta": ("encoder", False), "distilbert":
         "vit": ("encoder", False), "gpt2": ("decoder", True), "llama": ("decoder", True),
         "qwen2": ("decoder", True), "mistral": ("decoder", True), "gemma2": ("decoder", True),
         "phi3": ("decoder", True), "opt": ("decoder", True), "gpt_neox": ("decoder", True),
-        "t5": (None, None), "bart": (None, None), "whisper": (None, None)}
-BY_IDS = ("gpt2", "llama", "opt", "electra")   # these go through --input-ids, the rest --model-inputs
+        "t5": (None, None), "bart": (None, None), "whisper": (None, None),
+        "bloom": ("decoder", True), "falcon": ("decoder", True), "deberta-v2": ("encoder", False),
+        "mvp": (None, None)}
+BY_IDS = ("gpt2", "llama", "opt", "electra", "falcon")   # these go through --input-ids, the rest --model-inputs
+OLDER = ("bloom", "falcon", "deberta-v2", "mvp")   # no _can_record_outputs: captured from output_attentions
 
 
 @pytest.fixture(scope="module")
@@ -217,6 +227,7 @@ def test_rows_equal_output_attentions(build, tmp_path, name):
     rec = json.loads((out / "probe.json").read_text())
     assert rec["rows"] == len(rows)
     assert {(g["stack"], g["kind"]) for g in rec["attention"]} == set(ref)
+    assert rec["captured_from"] == ("output_attentions" if name in OLDER else "attention modules")
 
 
 def test_padding_drops_query_rows_and_zeroes_keys(build, tmp_path):
@@ -250,6 +261,62 @@ def test_heads_and_layers_select_in_every_stack(build, tmp_path):
     assert b["c9_c10_apply"] is False and "encoder self-attention" in b["why"]
 
 
+class _Softmaxes(torch.overrides.TorchFunctionMode):
+    """Keeps every tensor a softmax call returns (torch.softmax, F.softmax, Tensor.softmax),
+    by reference: a mask the model writes into it in place afterwards is seen too."""
+
+    def __init__(self):
+        super().__init__()
+        self.out = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        r = func(*args, **(kwargs or {}))
+        if getattr(func, "__name__", "") == "softmax" and torch.is_tensor(r):
+            self.out.append(r)
+        return r
+
+
+@pytest.mark.parametrize("name", OLDER)
+def test_older_models_rows_are_softmax_outputs_of_their_forward(build, name):
+    # a reference that does not go through output_attentions: the model is run once more under
+    # a torch function mode that keeps every softmax result; each captured row must be a row
+    # of one of them (real queries only: padded ones are dropped), bit for bit after widening
+    import certificates
+    m = transformers.AutoModel.from_pretrained(build(name), attn_implementation="eager",
+                                               local_files_only=True).eval()
+    inputs = _inputs(name)
+    res = certificates.probe(m, inputs, certify=False)
+    kw = {k: torch.as_tensor(v if v.dtype.kind == "f" else v.astype(np.int64)) for k, v in inputs.items()}
+    mode = _Softmaxes()
+    with torch.no_grad(), mode:
+        m(**kw)
+    seen = set()
+    for t in mode.out:                 # (batch, heads, queries, keys), or (batch·heads, queries, keys)
+        seen |= {r.tobytes() for r in t.to(torch.float64).reshape(-1, t.shape[-1]).numpy()}
+    assert len(res) > 0
+    for i in range(len(res)):
+        assert res.rows[i, :res.seqlen[i]].tobytes() in seen, (name, i)
+
+
+def test_output_stack_reads_causality_from_real_queries():
+    from certificates.probe_capture import output_stack
+    cfg = argparse.Namespace(is_decoder=None)
+    model = argparse.Namespace(config=cfg)
+    causal = torch.tril(torch.ones(2, 3, 4, 4))
+    causal = causal / causal.sum(-1, keepdim=True)
+    dense = torch.full((2, 3, 4, 4), 0.25)
+    assert output_stack((causal, causal), model) == "decoder"
+    assert output_stack((causal, dense), model) == "encoder"
+    padded = causal.clone()
+    padded[1, :, 0] = 0.25                 # sequence 1's first query is padding: its row may be anything
+    assert output_stack((padded,), model) == "encoder"
+    assert output_stack((padded,), model, np.array([[1, 1, 1, 1], [0, 1, 1, 1]])) == "decoder"
+    one = torch.ones(2, 3, 1, 1)           # one token: nothing to tell by, the config decides
+    assert output_stack((one,), model) == "encoder"
+    cfg.is_decoder = True
+    assert output_stack((one,), model) == "decoder"
+
+
 # ----------------------------------------------------------------------------- refusals
 
 def _expect_refusal(argv, out, match):
@@ -264,13 +331,13 @@ def test_uncapturable_models_are_refused_before_the_weights(build, tmp_path):
     ids = tmp_path / "ids.npy"
     np.save(ids, _ids(0, (1, 6)))
     out = tmp_path / "out"
-    for mt in ("bloom", "mamba"):      # no declared attention weights: old modeling code, or no attention
+    for mt in ("mamba", "resnet"):     # no attention modules declared and no output_attentions: no attention
         d = tmp_path / mt
         d.mkdir()
         (d / "config.json").write_text(json.dumps({"model_type": mt}))
         (d / "model.safetensors").write_bytes(b"not weights")      # never read: refused from the config
         msg = _expect_refusal((d, "--input-ids", ids), out, "declares no module that returns attention weights")
-        assert "output_attentions" in msg and "certify" in msg
+        assert "takes no output_attentions" in msg and "certify" in msg
     unknown = tmp_path / "unknown"
     unknown.mkdir()
     (unknown / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
@@ -279,6 +346,29 @@ def test_uncapturable_models_are_refused_before_the_weights(build, tmp_path):
     custom.mkdir()
     (custom / "config.json").write_text(json.dumps({"model_type": "bert", "auto_map": {"AutoModel": "x.Y"}}))
     _expect_refusal((custom, "--input-ids", ids), out, "own modeling code")
+
+
+def test_outputs_that_are_not_attention_rows_are_refused(tmp_path):
+    # older modeling code may return other things under output_attentions: RWKV its time-mix
+    # state (3-D), ProphetNet signed weights whose rows do not sum to 1.  Refused, no output
+    t = transformers
+    torch.manual_seed(0)
+    cases = {
+        "rwkv": (t.RwkvConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
+                              intermediate_size=64, context_length=32), "not \\(batch=1, heads, queries, keys\\)"),
+        "prophetnet": (t.ProphetNetConfig(vocab_size=VOCAB, hidden_size=32, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                                          num_encoder_layers=2, num_decoder_layers=2, num_encoder_attention_heads=4,
+                                          num_decoder_attention_heads=4, ngram=2, max_position_embeddings=32),
+                       "not attention probabilities"),
+    }
+    for mt, (cfg, match) in cases.items():
+        d = tmp_path / mt
+        transformers.AutoModel.from_config(cfg).save_pretrained(d)
+        np.savez(tmp_path / "in.npz", input_ids=_ids(0, (1, 6)), decoder_input_ids=_ids(1, (1, 4)))
+        if mt == "rwkv":
+            np.savez(tmp_path / "in.npz", input_ids=_ids(0, (1, 6)))
+        msg = _expect_refusal((d, "--model-inputs", tmp_path / "in.npz"), tmp_path / "out", match)
+        assert ("run the model yourself" in msg) == (mt == "rwkv")   # no advice to certify non-probabilities
 
 
 def test_missing_weights_are_refused(build, tmp_path):
