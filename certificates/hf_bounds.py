@@ -23,12 +23,14 @@ an X-independent score bias (X4) and soft-capping (X5).  Which models have which
   forward uses), widened to float64.  Causal, plus a sliding window where the layer has
   one (as a −∞ score bias, X4).  X3's radius: the attention input is input_layernorm's
   output, an RMSNorm, so R = ‖γ‖_∞ (X6), for the RMSNorm classes of _RMS_NORMS (Llama,
-  Mistral, Qwen2 and their mixture-of-experts forms, Granite, Helium, SmolLM3, Arcee;
+  Mistral, Qwen2 and their mixture-of-experts forms, Granite, SmolLM3, Arcee;
   Granite scales its scores by attention_multiplier, so τ is its inverse), or PyTorch's
   LayerNorm (Starcoder2), R = ‖γ‖_∞ + RMS(β); with another norm class the layer gets X2
   and no X3.  Where the scores are normalised inside
   (QK-norm: q_norm/k_norm, e.g. Qwen3) or only part of each head is rotated, no bound is
-  derived and the result says so.
+  derived and the result says so; likewise for q, k, v clamped to ±clip_qkv (OLMo), and
+  for every model type off _ROTARY_MODELS, the closed list whose conversion is tested
+  against the module's output and Jacobian (the same module layout hides other maps).
 
 Precision contract: weights are copied exactly (float32 → float64 widening); the C9/C10
 bounds are numerics.attention_bounds' (upper bounds under its stated assumptions) at the
@@ -62,7 +64,22 @@ WHY_NOT = {
               "stack of self-attention blocks, so encoder self-attention, decoder self-attention and "
               "cross-attention are not bounded here",
     "unknown": "architecture not covered",
+    "untested": "a rotary model type whose conversion to the X2/X3 kernel is not among those tested to reproduce "
+                "the attention module and its Jacobian (tests/test_attention_rope.py): the same module layout "
+                "hides other maps (DiffLlama's two softmaxes, BitNet's sub-norm, Helium's and ERNIE 4.5's "
+                "interleaved rotary pairs, QK norms under other names), so no bound is given",
+    "clip_qkv": "the queries, keys and values are clamped to ±config.clip_qkv before the scores (OLMo, OLMoE), "
+                "a map C9/C10 and X2/X3 are not derived for",
 }
+# Rotary model types whose conversion (the projections, the rotary maps, the sliding window, the
+# soft-capping) reproduces the attention module's output and Jacobian on a random model of each
+# (tests/test_attention_rope.py, test_hf_rotary_converter_and_local_bound_vs_real_jacobian, which
+# runs this whole list).  A closed list: other types with q_proj/k_proj/v_proj/o_proj and a
+# rotary_emb pass every structural test above and still compute other maps
+_ROTARY_MODELS = ("arcee", "aria_text", "cwm", "exaone", "falcon_h1", "gemma", "gemma2", "granite", "granitemoe",
+                  "granitemoeshared", "hyperclovax", "internlm3", "iquestcoder", "jais2", "llama", "ministral",
+                  "ministral3", "mistral", "mixtral", "olmo", "phimoe", "qwen2", "qwen2_moe", "seed_oss",
+                  "smollm3", "solar_open", "starcoder2", "vaultgemma")
 _ROTARY_APPLIES = ("rotary attention (q_proj/k_proj/v_proj/o_proj, grouped-query heads repeated, RoPE from the "
                    "model's rotary_emb with rotate_half pairing of dimension a with a + d_k/2) is the kernel's MHA "
                    "with position maps: the local bound is X2 (per-pair score gradients, θ of the rotary rows; a "
@@ -104,7 +121,7 @@ _PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
 # and whose output is the attention input of the decoder layer; tests/test_attention_rope.py checks each
 # class against numerics.attention.rmsnorm
 _RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "GraniteRMSNorm", "GraniteMoeRMSNorm",
-              "MixtralRMSNorm", "Qwen2MoeRMSNorm", "HeliumRMSNorm", "SmolLM3RMSNorm", "ArceeRMSNorm")
+              "MixtralRMSNorm", "Qwen2MoeRMSNorm", "SmolLM3RMSNorm", "ArceeRMSNorm")
 # rotary models whose input_layernorm is PyTorch's LayerNorm, its output the attention input (the
 # wiring is tested per model type in tests/test_attention_rope.py, so the list is closed)
 _LAYER_NORM_MODELS = ("starcoder2",)
@@ -168,6 +185,10 @@ def rotary_obstacle(ld: Loaded, layer: int) -> str | None:
     h = hd // 2
     if hd % 2 or not (np.array_equal(cos[:, :h], cos[:, h:]) and np.array_equal(sin[:, :h], sin[:, h:])):
         return "rotary_layout"
+    if getattr(ld.model.config, "clip_qkv", None) is not None:
+        return "clip_qkv"
+    if ld.model_type not in _ROTARY_MODELS:
+        return "untested"
     return None
 
 

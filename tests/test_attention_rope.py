@@ -1,7 +1,6 @@
 """X2–X6: rotary maps, score biases, soft-capping, RMSNorm radius, and the rotary path of
 certificates/hf_bounds.py on tiny random transformers models."""
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -192,8 +191,7 @@ def test_x6_rmsnorm_radius_and_transformers_rmsnorm():
 # every RMSNorm class hf_bounds gives a radius, with a model type that uses it as input_layernorm
 NORM_MODELS = {"LlamaRMSNorm": "llama", "MistralRMSNorm": "mistral", "Qwen2RMSNorm": "qwen2",
                "GraniteRMSNorm": "granite", "GraniteMoeRMSNorm": "granitemoe", "MixtralRMSNorm": "mixtral",
-               "Qwen2MoeRMSNorm": "qwen2_moe", "HeliumRMSNorm": "helium", "SmolLM3RMSNorm": "smollm3",
-               "ArceeRMSNorm": "arcee"}
+               "Qwen2MoeRMSNorm": "qwen2_moe", "SmolLM3RMSNorm": "smollm3", "ArceeRMSNorm": "arcee"}
 
 
 def _norm_class(name, model_type):
@@ -262,34 +260,45 @@ def test_the_attention_input_is_the_norm_output_the_radius_is_taken_from(model_t
 
 # ----------------------------------------------------------------------------- hf_bounds on tiny models
 
+_TINY = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.3, head_dim=8,
+             moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=4, num_local_experts=4,
+             pad_token_id=2, bos_token_id=0, eos_token_id=1)
+
+
 def _tiny(kind: str, **extra):
+    """A random float64 model of this type (2 layers, hidden 32, 4 query and 2 key/value heads
+    where the config has those), as the probe would describe it."""
+    import inspect
+
     import transformers
     transformers.utils.logging.set_verbosity_error()
-    from certificates.hf_model import ArchSpec, Loaded
-    common = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.3, **extra)
-    cfg = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
-           "mistral": transformers.MistralConfig, "qwen3": transformers.Qwen3Config,
-           "granite": transformers.GraniteConfig, "starcoder2": transformers.Starcoder2Config}[kind](**common)
+    from certificates import hf_model
+    cls = transformers.CONFIG_MAPPING[kind]
+    params = inspect.signature(cls.__init__).parameters
+    cfg = cls(**{k: v for k, v in _TINY.items() if k in params}, **extra)
     torch.manual_seed(0)
-    m = transformers.AutoModel.from_config(cfg, attn_implementation="eager").to(torch.float64).eval()
+    # the experts' eager loop: the grouped matmul of mixture-of-experts MLPs has no float64 kernel
+    m = transformers.AutoModel.from_config(cfg, attn_implementation="eager",
+                                           experts_implementation="eager").to(torch.float64).eval()
     with torch.no_grad():                         # non-trivial RMSNorm weights (init leaves them at 1)
         for name, p in m.named_parameters():
             if name.endswith("layernorm.weight"):
                 p.copy_(1 + 0.3 * torch.randn_like(p))
-    from certificates import hf_model
-    if hasattr(hf_model, "describe"):              # a Loaded exactly as the probe would build it
-        ld = hf_model.describe(m)
-        assert ld.spec is not None and (ld.n_heads, ld.n_kv_heads) == (4, 2)
-        return ld
-    return Loaded(m, Path("."), kind, ArchSpec("layers", "self_attn", causal=True), n_layers=2, n_heads=4,
-                  n_kv_heads=2, max_positions=64, vocab_size=64)
+    ld = hf_model.describe(m)                     # a Loaded exactly as the probe would build it
+    assert ld.spec is not None and ld.n_heads == 4
+    return ld
+
+
+def _modules(ld):
+    from certificates.hf_model import get_path
+    return [get_path(blk, ld.spec.attn) for blk in get_path(ld.model, ld.spec.layers)]
 
 
 def _capture(ld, ids):
     """Per layer: the attention input X (L, d), the module's output and its call kwargs."""
     got = {}
-    mods = [blk.self_attn for blk in ld.model.layers]
+    mods = _modules(ld)
     hooks = [m.register_forward_pre_hook(lambda _m, a, k, i=i: got.__setitem__(i, dict(k, x=(a[0] if a else
                                          k["hidden_states"]))), with_kwargs=True) for i, m in enumerate(mods)]
     hooks += [m.register_forward_hook(lambda _m, a, o, i=i: got[i].__setitem__("y", o[0])) for i, m in enumerate(mods)]
@@ -303,10 +312,22 @@ def _capture(ld, ids):
 IDS = np.random.default_rng(7).integers(0, 64, size=10)
 
 
-@pytest.mark.parametrize("kind,extra", [("llama", {}), ("qwen2", {}), ("mistral", {"sliding_window": 4}),
-                                        ("granite", {"attention_multiplier": 0.3}), ("starcoder2", {})])
-def test_hf_rotary_converter_and_local_bound_vs_real_jacobian(kind, extra):
+# what makes a type's attention differ from plain rotary MHA, turned on where the default leaves it off
+_EXTRA = {"mistral": {"sliding_window": 4}, "granite": {"attention_multiplier": 0.3},
+          "gemma2": {"attn_logit_softcapping": 5.0, "sliding_window": 4}, "vaultgemma": {"attn_logit_softcapping": 5.0}}
+
+
+def _rotary_models():
     from certificates import hf_bounds
+    return hf_bounds._ROTARY_MODELS
+
+
+@pytest.mark.parametrize("kind", _rotary_models())
+def test_hf_rotary_converter_and_local_bound_vs_real_jacobian(kind):
+    # every type on hf_bounds' closed list: the converted weights, rotary maps, window and
+    # soft-capping reproduce the module's output and Jacobian, and the local bound holds
+    from certificates import hf_bounds
+    extra = _EXTRA.get(kind, {})
     ld = _tiny(kind, **extra)
     got, mods = _capture(ld, IDS)
     acc = hf_bounds.BoundsAccumulator(ld, [0, 1])
@@ -316,25 +337,68 @@ def test_hf_rotary_converter_and_local_bound_vs_real_jacobian(kind, extra):
         w, rl = hf_bounds.layer_weights(ld, i), hf_bounds.rotary_layer(ld, i)
         L = X.shape[0]
         rope, B = hf_bounds.rotary_maps(rl, L), hf_bounds.window_bias(rl, L)
-        assert (B is not None) == (kind == "mistral")
+        assert (B is not None) == ("sliding_window" in extra and rl.window is not None)
+        assert rl.cap == extra.get("attn_logit_softcapping", rl.cap)
         # numerics' rotary MHA with the converted weights is the transformers block (whose eager
         # softmax runs in float32 even in a float64 model: hence the 1e-5 tolerance)
-        np.testing.assert_allclose(mha_ext(X, w, rope=rope, score_bias=B).numpy(), got[i]["y"][0].numpy(),
-                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(mha_ext(X, w, rope=rope, score_bias=B, cap=rl.cap).numpy(),
+                                   got[i]["y"][0].numpy(), rtol=1e-5, atol=1e-5)
         kw = {k: v for k, v in got[i].items() if k not in ("x", "y", "hidden_states", "cache", "past_key_values")}
         f = lambda Z: mods[i](hidden_states=Z[None], **kw)[0][0]  # noqa: E731
         J = torch.autograd.functional.jacobian(f, torch.as_tensor(X), vectorize=True).numpy()
-        np.testing.assert_allclose(J, mha_jacobian_ext(X, w, rope=rope, score_bias=B), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(J, mha_jacobian_ext(X, w, rope=rope, score_bias=B, cap=rl.cap), rtol=1e-4,
+                                   atol=1e-5)
         measured = bb_norm(J, restarts=8, iters=80)[0]
-        loc = c9_ext_bound(X, w, rope=rope, score_bias=B)
+        loc = c9_ext_bound(X, w, rope=rope, score_bias=B, cap=rl.cap)
         assert measured <= loc.bound
         acc.add(i, X)
     res = acc.result()
     assert res["c9_c10_apply"] is True and "X2" in res["why"]
-    for r in res["layers"]:
-        assert r["c9_local"]["max"] <= r["c9_local"]["max_theta_one"] <= r["c10_global"]["bound"]
+    for i, r in enumerate(res["layers"]):
+        assert r["c9_local"]["max"] <= r["c9_local"]["max_theta_one"]
+        if hf_bounds.layer_radius(ld, i) is None:      # no checked norm radius: C9 only
+            assert r["c10_global"] is None
+            continue
+        assert r["c9_local"]["max_theta_one"] <= r["c10_global"]["bound"]
         assert r["c10_global"]["R_layernorm"] >= r["c10_global"]["input_max_rms"] * (1 - 1e-12)
-        assert abs(r["rotary"]["gain"] - 1) < 1e-5 and r["rotary"]["a_form"] == ["centred"]
+        assert abs(r["rotary"]["gain"] - 1) < 1e-5
+        if kind not in _EXTRA:
+            assert r["rotary"]["a_form"] == ["centred"]
+
+
+@pytest.mark.parametrize("kind", ["helium", "diffllama", "bitnet", "ernie4_5"])
+def test_hf_rotary_types_off_the_list_compute_other_maps(kind):
+    # why the list is closed: these have q_proj/k_proj/v_proj/o_proj and a rotate_half rotary
+    # table, so every structural test passes, yet the converted map misses the module's output
+    # (interleaved rotary pairs, two softmaxes, a sub-norm before o_proj); they get no bound
+    from certificates import hf_bounds
+    assert kind not in hf_bounds._ROTARY_MODELS
+    ld = _tiny(kind)
+    got, _ = _capture(ld, IDS)
+    assert hf_bounds.rotary_obstacle(ld, 0) == "untested" and hf_bounds.layer_weights(ld, 0) is None
+    acc = hf_bounds.BoundsAccumulator(ld, [0, 1])
+    assert not acc.applies and acc.result()["why"] == hf_bounds.WHY_NOT["untested"]
+    a = _modules(ld)[0]
+    rl = hf_bounds.RotaryLayer(ld.model.rotary_emb, int(a.head_dim), None, None, 1.0, torch.float64)
+    X = got[0]["x"][0].numpy()
+    y = mha_ext(X, hf_bounds._rotary_weights(ld, 0), rope=hf_bounds.rotary_maps(rl, X.shape[0])).numpy()
+    assert np.abs(y - got[0]["y"][0].numpy()).max() > 1e-2
+
+
+def test_hf_clipped_qkv_says_why_not():
+    # OLMo clamps q, k, v to ±clip_qkv: on the list, but not with clipping on.  With a clip the
+    # random inputs reach, the converted (unclamped) map misses the module's output
+    from certificates import hf_bounds
+    ld = _tiny("olmo", clip_qkv=0.05)
+    got, _ = _capture(ld, IDS)
+    assert hf_bounds.rotary_obstacle(ld, 0) == "clip_qkv"
+    res = hf_bounds.BoundsAccumulator(ld, [0, 1]).result()
+    assert res["c9_c10_apply"] is False and res["why"] == hf_bounds.WHY_NOT["clip_qkv"]
+    a = _modules(ld)[0]
+    rl = hf_bounds.RotaryLayer(ld.model.rotary_emb, int(a.head_dim), None, None, 1.0, torch.float64)
+    X = got[0]["x"][0].numpy()
+    y = mha_ext(X, hf_bounds._rotary_weights(ld, 0), rope=hf_bounds.rotary_maps(rl, X.shape[0])).numpy()
+    assert np.abs(y - got[0]["y"][0].numpy()).max() > 1e-2
 
 
 def test_hf_nope_layer_says_why_not():
