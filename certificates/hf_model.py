@@ -216,10 +216,14 @@ def load_model(model_dir: Path, dtype: str = "float32", device: str = "cpu") -> 
         raise InputError(where, "no .safetensors weights (pickled .bin weights are refused)")
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda", "CUDA is not available on this machine")
+    # mixture-of-experts MLPs default to a grouped matmul with no float64 kernel (Mixtral,
+    # Qwen2-MoE, …); transformers' eager loop over the experts computes the same map in any dtype
+    experts = {"experts_implementation": "eager"} if dtype == "float64" and hasattr(cfg, "_experts_implementation") \
+        else {}
     try:
         m, info = transformers.AutoModel.from_pretrained(
             where, config=cfg, attn_implementation="eager", local_files_only=True, use_safetensors=True,
-            dtype=getattr(torch, dtype), output_loading_info=True)
+            dtype=getattr(torch, dtype), output_loading_info=True, **experts)
     except Exception as exc:
         raise InputError(where, f"cannot load the weights ({_first_line(exc)})") from None
     # transformers fills parameters missing from the checkpoint with fresh random values (and
