@@ -288,7 +288,8 @@ def _hint(ld, batches, dtype="float32", msg="") -> str:
     if ld.is_encoder_decoder and "decoder_input_ids" not in names and "decoder_input_ids" in ld.forward_params:
         return "; an encoder–decoder model may need decoder_input_ids: pass them with --model-inputs FILE.npz"
     if dtype == "float64" and ("Double" in msg or "float64" in msg):
-        # e.g. Mixtral's grouped expert matmul, which has no float64 kernel
+        # a part of the forward with no float64 kernel (mixture-of-experts models load an eager
+        # expert loop for float64, hf_model.load_model, so not their grouped matmul)
         return "; part of this model has no float64 kernel: run it with --dtype float32"
     return ""
 
