@@ -24,9 +24,9 @@ an X-independent score bias (X4) and soft-capping (X5).  Which models have which
   one (as a −∞ score bias, X4).  X3's radius: the attention input is input_layernorm's
   output, an RMSNorm, so R = ‖γ‖_∞ (X6), for the RMSNorm classes of _RMS_NORMS (Llama,
   Mistral, Qwen2 and their mixture-of-experts forms, Granite, SmolLM3, Arcee;
-  Granite scales its scores by attention_multiplier, so τ is its inverse), or PyTorch's
-  LayerNorm (Starcoder2), R = ‖γ‖_∞ + RMS(β); with another norm class the layer gets X2
-  and no X3.  Where the scores are normalised inside
+  Granite scales its scores by attention_multiplier, so τ is its inverse), or a LayerNorm
+  (PyTorch's in Starcoder2, OLMo's without affine parameters), R = ‖γ‖_∞ + RMS(β); with
+  another norm class the layer gets X2 and no X3.  Where the scores are normalised inside
   (QK-norm: q_norm/k_norm, e.g. Qwen3) or only part of each head is rotated, no bound is
   derived and the result says so; likewise for q, k, v clamped to ±clip_qkv (OLMo), and
   for every model type off _ROTARY_MODELS, the closed list whose conversion is tested
@@ -122,9 +122,12 @@ _PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
 # class against numerics.attention.rmsnorm
 _RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "GraniteRMSNorm", "GraniteMoeRMSNorm",
               "MixtralRMSNorm", "Qwen2MoeRMSNorm", "SmolLM3RMSNorm", "ArceeRMSNorm")
-# rotary models whose input_layernorm is PyTorch's LayerNorm, its output the attention input (the
-# wiring is tested per model type in tests/test_attention_rope.py, so the list is closed)
-_LAYER_NORM_MODELS = ("starcoder2",)
+# rotary models whose input_layernorm is a LayerNorm over the hidden axis, its output the attention
+# input (the wiring is tested per model type in tests/test_attention_rope.py, so the list is closed):
+# PyTorch's own class (Starcoder2), or one of _PLAIN_LAYER_NORMS, whose forward is F.layer_norm
+# without weight or bias (γ = 1, β = 0; the test checks each against the formula)
+_LAYER_NORM_MODELS = ("starcoder2", "olmo")
+_PLAIN_LAYER_NORMS = ("OlmoLayerNorm",)
 
 
 @dataclass
@@ -286,9 +289,10 @@ def layer_radius(ld: Loaded, layer: int) -> float | None:
     norm = getattr(blocks[layer], "input_layernorm", None)
     if norm is not None and type(norm).__name__ in _RMS_NORMS:
         return rmsnorm_radius(_np(norm.weight))          # X6: RMS of an RMSNorm output ≤ ‖γ‖∞
-    if ld.model_type in _LAYER_NORM_MODELS and type(norm).__name__ == "LayerNorm" \
-            and type(norm).__module__.startswith("torch.nn") and len(norm.normalized_shape) == 1:
-        return _ln_radius(norm)      # PyTorch's LayerNorm over the hidden axis: ‖γ‖∞ + RMS(β)
+    torch_ln = type(norm).__name__ == "LayerNorm" and type(norm).__module__.startswith("torch.nn")
+    if ld.model_type in _LAYER_NORM_MODELS and (torch_ln or type(norm).__name__ in _PLAIN_LAYER_NORMS) \
+            and len(getattr(norm, "normalized_shape", ())) == 1:
+        return _ln_radius(norm)      # a LayerNorm over the hidden axis: ‖γ‖∞ + RMS(β) (1 without affine)
     return None
 
 

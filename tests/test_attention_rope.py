@@ -215,7 +215,9 @@ def test_every_rmsnorm_class_given_a_radius_computes_the_x6_formula():
     # γ ⊙ x/√(mean x² + eps); Gemma's, with γ stored as an offset from 1, must fail the check
     from certificates import hf_bounds
     assert set(hf_bounds._RMS_NORMS) == set(NORM_MODELS)     # a new entry needs its line here
-    assert set(hf_bounds._LAYER_NORM_MODELS) == {"starcoder2"}  # and a LayerNorm model its wiring test below
+    # and a LayerNorm model its wiring test below (a non-PyTorch class also its formula test)
+    assert set(hf_bounds._LAYER_NORM_MODELS) == {"starcoder2", "olmo"}
+    assert set(hf_bounds._PLAIN_LAYER_NORMS) == {"OlmoLayerNorm"}
     rng = np.random.default_rng(12)
     for name, mt in NORM_MODELS.items():
         assert _follows_rmsnorm(_norm_class(name, mt), rng), name
@@ -223,7 +225,20 @@ def test_every_rmsnorm_class_given_a_radius_computes_the_x6_formula():
     assert not _follows_rmsnorm(_norm_class("GemmaRMSNorm", "gemma"), rng)
 
 
-@pytest.mark.parametrize("model_type", sorted(set(NORM_MODELS.values()) | {"starcoder2"}))
+def test_olmo_layer_norm_is_a_layer_norm_without_affine_parameters():
+    # hf_bounds gives OlmoLayerNorm R = 1 (γ = 1, β = 0): its forward must be (x − mean)/√(var + eps)
+    m = _norm_class("OlmoLayerNorm", "olmo")(16)
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((5, 16)) * 10.0 ** rng.uniform(-2, 2, size=(5, 1)) + rng.standard_normal((5, 1))
+    c = x - x.mean(-1, keepdims=True)
+    ref = c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5)
+    y = m(torch.as_tensor(x, dtype=torch.float32)).double().numpy()
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+    assert not any(True for _ in m.parameters())
+    assert np.sqrt((y * y).mean(-1)).max() <= 1 + 1e-6
+
+
+@pytest.mark.parametrize("model_type", sorted(set(NORM_MODELS.values()) | {"starcoder2", "olmo"}))
 def test_the_attention_input_is_the_norm_output_the_radius_is_taken_from(model_type):
     # X3 takes R from input_layernorm: in a real forward of the model its output must be what
     # the attention module receives, unchanged, and hf_bounds must give it a radius
