@@ -289,6 +289,8 @@ def _tiny(kind: str, **extra):
     import transformers
     transformers.utils.logging.set_verbosity_error()
     from certificates import hf_model
+    if kind not in transformers.CONFIG_MAPPING:        # an older transformers than the list was tested with
+        pytest.skip(f"model type {kind} is not in transformers {transformers.__version__}")
     cls = transformers.CONFIG_MAPPING[kind]
     params = inspect.signature(cls.__init__).parameters
     cfg = cls(**{k: v for k, v in _TINY.items() if k in params}, **extra)
