@@ -133,7 +133,10 @@ def test_srun_stand_in_honours_cpus_per_task_and_refuses_the_rest(tmp_path):
     rehearse_nodes._shims(tmp_path / "bin")
     srun = str(tmp_path / "bin" / "srun")
     env = dict(os.environ, SLURM_JOB_NUM_NODES="2")
-    show = "import os; print(os.environ['SLURM_NODEID'], sorted(os.sched_getaffinity(0)))"
+    # one write a task (a pipe keeps writes under PIPE_BUF whole; print's pieces from the two
+    # tasks interleaved once: ' [0]', '01 [1]')
+    show = ("import os; os.write(1, (os.environ['SLURM_NODEID'] + ' ' + str(sorted(os.sched_getaffinity(0)))"
+            " + '\\n').encode())")
     if len(os.sched_getaffinity(0)) >= 2:
         res = subprocess.run([srun, "--kill-on-bad-exit=1", "--ntasks-per-node=1", "--cpus-per-task=1",
                               sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=60)
