@@ -296,8 +296,9 @@ def _tiny(kind: str, **extra):
     cfg = cls(**{k: v for k, v in _TINY.items() if k in params}, **extra)
     torch.manual_seed(0)
     # the experts' eager loop: the grouped matmul of mixture-of-experts MLPs has no float64 kernel
-    m = transformers.AutoModel.from_config(cfg, attn_implementation="eager",
-                                           experts_implementation="eager").to(torch.float64).eval()
+    # (a transformers without the setting has only the loop)
+    experts = {"experts_implementation": "eager"} if hasattr(cfg, "_experts_implementation") else {}
+    m = transformers.AutoModel.from_config(cfg, attn_implementation="eager", **experts).to(torch.float64).eval()
     with torch.no_grad():                         # non-trivial RMSNorm weights (init leaves them at 1)
         for name, p in m.named_parameters():
             if name.endswith("layernorm.weight"):
