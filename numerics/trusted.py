@@ -365,10 +365,27 @@ def topk_row(x, K, mk, q1, q2):
     return topk_row_on(x, top_indices(x, K), mk, q1, q2)
 
 
+@numba.njit(cache=True, inline="always")
+def topk_scratch(K):
+    """The float64 scratch :func:`topk_row_in` needs for K atoms: both halves' signed sums
+    (2^(h−1) and 2^(K−h) of them, h = ⌈K/2⌉) and as many partial sums of q₂."""
+    h = (K + 1) // 2
+    return 2 * ((1 << (h - 1)) + (1 << (K - h))) if K > 0 else 0
+
+
 @numba.njit(cache=True)
 def topk_row_on(x, top, mk, q1, q2):
     """:func:`topk_row` on the atoms top (distinct indices; top[0] the one whose sign is
-    fixed).  A caller that needs the lemma for several K on one row passes prefixes of one
+    fixed): :func:`topk_row_in` with scratch of its own."""
+    return topk_row_in(x, top, mk, q1, q2, np.empty(topk_scratch(top.shape[0])))
+
+
+@numba.njit(cache=True)
+def topk_row_in(x, top, mk, q1, q2, w):
+    """:func:`topk_row` on the atoms top (distinct indices; top[0] the one whose sign is
+    fixed), in the caller's scratch w (≥ topk_scratch(len(top)) entries; stage B passes one
+    per span of rows: four small allocations a row cost a third of the lemma).  A caller
+    that needs the lemma for several K on one row passes prefixes of one
     ``top_indices(x, K_max)``: the first K of a stable sort are ``top_indices(x, K)``.
     # I8: the tail contributes to A − B at most t_K in absolute value, for any split and
     # any choice of the K atoms (validity needs nothing of them; the largest bound best);
@@ -397,10 +414,10 @@ def topk_row_on(x, top, mk, q1, q2):
     h = (K + 1) // 2
     nl = 1 << (h - 1)
     nr = 1 << (K - h)
-    Lv = np.empty(nl)
-    Rv = np.empty(nr)
-    signed_sums(q1, q2, top, 0, h, Lv, np.empty(nl))
-    signed_sums(q1, q2, top, h, K, Rv, np.empty(nr))
+    Lv = w[:nl]
+    Rv = w[nl:nl + nr]
+    signed_sums(q1, q2, top, 0, h, Lv, w[nl + nr:2 * nl + nr])
+    signed_sums(q1, q2, top, h, K, Rv, w[2 * nl + nr:2 * (nl + nr)])
     best = np.inf                      # I11: the least |fl(L̃ + R̃)| over every pair
     for p in range(nl):
         best = min(best, _least_abs_sum(Lv[p], Rv, nr))

@@ -337,9 +337,18 @@ def test_topk_row_matches_plain_python_bit_for_bit():
             K = int(rng.integers(1, 11))
             m1, m2 = np.zeros(L, np.uint8), np.zeros(L, np.uint8)
             d1, c1 = t.topk_row(x, K, m1, np.empty(L), np.empty(L))
-            d2, c2 = t.topk_row_on.py_func(x, t.top_indices(x, K), m2, np.empty(L), np.empty(L))
+            top = t.top_indices(x, K)
+            # the body in Python, its scratch (stage B's, reused across rows) full of NaN:
+            # nothing is read from it before it is written
+            w = np.full(t.topk_scratch(K), np.nan)
+            d2, c2 = t.topk_row_in.py_func(x, top, m2, np.empty(L), np.empty(L), w)
             assert np.float64(d1).view(np.int64) == np.float64(d2).view(np.int64) and c1 == c2
             assert np.array_equal(m1, m2)
+            m3 = np.zeros(L, np.uint8)
+            w[:] = np.nan
+            d3, c3 = t.topk_row_in(x, top, m3, np.empty(L), np.empty(L), w)
+            assert np.float64(d1).view(np.int64) == np.float64(d3).view(np.int64) and c1 == c3
+            assert np.array_equal(m1, m3)
             a, v = float(rng.normal()), rng.normal(size=int(rng.integers(1, 70)))
             assert t._least_abs_sum(a, v, v.size) == float(np.min(np.abs(a + v)))
 
