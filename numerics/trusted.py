@@ -392,6 +392,8 @@ def topk_row_in(x, top, mk, q1, q2, w):
     # I2, I3, I6: parts exact, every rounded step outward;
     # I11: the least |fl(L̃ + R̃)| over all 2^(K−1) sign patterns, by an exhaustive scan of
     # both halves' pairs."""
+    if w.shape[0] < topk_scratch(top.shape[0]):   # compiled slices are not bounds-checked:
+        raise ValueError("topk_row_in: scratch shorter than topk_scratch(K)")   # a bug, never a bound
     L = x.shape[0]
     c = headroom_bits(L)
     ef = max_bits(x.view(np.int64)) >> 52

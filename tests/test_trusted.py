@@ -340,7 +340,7 @@ def test_topk_row_matches_plain_python_bit_for_bit():
             top = t.top_indices(x, K)
             # the body in Python, its scratch (stage B's, reused across rows) full of NaN:
             # nothing is read from it before it is written
-            w = np.full(t.topk_scratch(K), np.nan)
+            w = np.full(t.topk_scratch(top.size), np.nan)   # exactly the size it needs
             d2, c2 = t.topk_row_in.py_func(x, top, m2, np.empty(L), np.empty(L), w)
             assert np.float64(d1).view(np.int64) == np.float64(d2).view(np.int64) and c1 == c2
             assert np.array_equal(m1, m2)
@@ -349,6 +349,8 @@ def test_topk_row_matches_plain_python_bit_for_bit():
             d3, c3 = t.topk_row_in(x, top, m3, np.empty(L), np.empty(L), w)
             assert np.float64(d1).view(np.int64) == np.float64(d3).view(np.int64) and c1 == c3
             assert np.array_equal(m1, m3)
+            with pytest.raises(ValueError, match="scratch shorter"):   # never a silent overrun
+                t.topk_row_in(x, top, m3, np.empty(L), np.empty(L), w[:-1])
             a, v = float(rng.normal()), rng.normal(size=int(rng.integers(1, 70)))
             assert t._least_abs_sum(a, v, v.size) == float(np.min(np.abs(a + v)))
 
