@@ -48,15 +48,23 @@ def load_base(rev, folder):
         raise SystemExit(f"stage_a_ab: cannot read numerics/theta_fused.py at {rev!r}: {err.strip()}")
     path = Path(folder) / "theta_fused_base.py"
     path.write_text(src)
-    spec = importlib.util.spec_from_file_location("theta_fused_base", path)
-    mod = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(mod)
+        mod = load_module(path)
     except Exception as e:      # e.g. it imports a kernel this tree no longer has
         raise SystemExit(f"stage_a_ab: numerics/theta_fused.py at {rev!r} does not load beside this tree's "
                          f"numerics/ ({type(e).__name__}: {e}); compare with a closer revision")
     if not hasattr(mod, "stage_a"):
         raise SystemExit(f"stage_a_ab: numerics/theta_fused.py at {rev!r} has no stage_a")
+    return mod
+
+
+def load_module(path):
+    """The file ``path`` (a copy of ``numerics/theta_fused.py``) as module theta_fused_base."""
+    spec = importlib.util.spec_from_file_location("theta_fused_base", path)
+    mod = importlib.util.module_from_spec(spec)
+    # registered by name: numba's cached code refers to its module by name when loaded
+    sys.modules["theta_fused_base"] = mod
+    spec.loader.exec_module(mod)
     return mod
 
 
