@@ -158,8 +158,26 @@ def test_results_do_not_depend_on_threads_or_row_order(monkeypatch):
         assert np.array_equal(a[k][perm], b[k]), k
 
 
+def _guess_rows():
+    # stage A counts a row's big atoms (≥ max/16) before marking them when its total is
+    # > 0.375·16·max at L = 64 (a guess that it is diffuse: > 16 big atoms); every way the
+    # guess and the count can fall, at and around the cut, must give the same outputs
+    rows = np.zeros((5, 64))
+    rows[:, 0] = 1.0
+    rows[0, 1:11] = 0.5                 # guessed (total 7.7), 11 big: not diffuse
+    rows[0, 11:] = 2.0**-5
+    rows[1, 1:16] = 0.9                 # guessed, 16 big, the cut itself: not diffuse
+    rows[1, 16:] = 0.06
+    rows[2, 1:16] = 0.9                 # guessed, 17 big, one exactly at max/16: diffuse
+    rows[2, 16] = 2.0**-4
+    rows[2, 17:] = 0.06
+    rows[3, 1:18] = 2.0**-4             # not guessed (total 2.06), 18 big: diffuse
+    rows[4, 1:17] = 2.0**-4             # not guessed, 17 big: diffuse, the fewest there are
+    return rows
+
+
 def _parity(device):
-    R = np.concatenate([_softmax(10, 200, 64, 3.0), _softmax(11, 100, 64, 0.2),
+    R = np.concatenate([_softmax(10, 200, 64, 3.0), _softmax(11, 100, 64, 0.2), _guess_rows(),
                         _softmax(14, 1500, 64, 2.5),          # many take the backward first fit
                         np.pad(_near_perfect(12, 20, 30), ((0, 0), (0, 34))),
                         np.random.default_rng(13).dirichlet(np.full(64, 0.05), size=50),
