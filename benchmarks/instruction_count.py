@@ -31,7 +31,8 @@ instructions go.
 Usage: python benchmarks/instruction_count.py [--base REV] [--Ls 64] [--spreads 0.3,1.0,2.5,5.0]
        [--rows 4096] [--reps 4] [--jobs 2] [--listing FILE]
 Needs valgrind (Debian: valgrind) and, for --listing, objdump (binutils).  A child takes
-about half a minute on this machine; the children run ``--jobs`` at a time.
+about half a minute on this machine; the children run ``--jobs`` at a time.  Ctrl-C kills
+the children still running, prints no table and exits 130.
 """
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 WARM_ROWS = 16          # the child's first call, which loads the code, on the cell's first rows
+_CHILDREN = set()       # the valgrind children running now (killed on Ctrl-C)
+_STOP = []              # non-empty once interrupted
 
 
 def _fail(msg):
@@ -158,10 +161,19 @@ def _count(side, base_file, L, spread, a, tmp, env, code=None):
         cmd += ["--base-file", str(base_file)]
     if code:
         cmd += ["--code", str(code)]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if r.returncode != 0 or not info.exists():
+    if _STOP:                          # interrupted: start no more children
+        return None
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _CHILDREN.add(p)
+    try:
+        err = p.communicate()[1]
+    finally:
+        _CHILDREN.discard(p)
+    if _STOP:
+        return None
+    if p.returncode != 0 or not info.exists():
         _fail(f"the child for {side}, L = {L}, spread {spread} failed under valgrind "
-              f"(exit {r.returncode}):\n{r.stderr[-2000:]}")
+              f"(exit {p.returncode}):\n{err[-2000:]}")
     nrows, maps = 0, []
     for line in info.read_text().splitlines():
         f = line.split()
@@ -220,11 +232,16 @@ def main(argv=None):
         return _child(a)
     if a.rows < 1 or a.reps < 1 or a.jobs < 1:
         _fail("--rows, --reps and --jobs must be at least 1")
+    try:
+        Ls = [int(x) for x in a.Ls.split(",")]
+        spreads = [float(x) for x in a.spreads.split(",")]
+    except ValueError:
+        _fail(f"--Ls takes integers and --spreads numbers, comma-separated (got {a.Ls!r}, {a.spreads!r})")
+    if min(Ls) < 1:
+        _fail("every row length in --Ls must be at least 1")
     for tool in ("valgrind",) + (("objdump",) if a.listing else ()):
         if shutil.which(tool) is None:
             _fail(f"{tool} not found on PATH (Debian: apt-get install {'valgrind' if tool == 'valgrind' else 'binutils'})")
-    Ls = [int(x) for x in a.Ls.split(",")]
-    spreads = [float(x) for x in a.spreads.split(",")]
 
     import llvmlite.binding as ll
     import numba
@@ -248,11 +265,20 @@ def main(argv=None):
         cells = [(L, sp) for L in Ls for sp in spreads]
         jobs = [("this", None, L, sp) for L, sp in cells] + [("base", base_file, L, sp) for L, sp in cells if base]
         code = Path(tmp) / "kernel.bin"
-        with ThreadPoolExecutor(max_workers=a.jobs) as ex:
+        ex = ThreadPoolExecutor(max_workers=a.jobs)
+        try:
             futs = {j: ex.submit(_count, j[0], j[1], j[2], j[3], a, tmp, env,
                                  code if (a.listing and j[0] == "this" and (j[2], j[3]) == cells[0]) else None)
                     for j in jobs}
             res = {j: f.result() for j, f in futs.items()}
+        except KeyboardInterrupt:
+            _STOP.append(True)         # the children still running are killed, none is started
+            for p in list(_CHILDREN):
+                p.kill()
+            ex.shutdown(wait=True, cancel_futures=True)
+            print("instruction_count: interrupted; nothing printed", file=sys.stderr)
+            sys.exit(130)
+        ex.shutdown(wait=True)
         print(f"stage A, instructions a row counted by callgrind (valgrind), code compiled for "
               f"{env['NUMBA_CPU_NAME']}; {a.rows} rows x {a.reps} runs a cell, one thread; "
               f"'mispred.': callgrind's simulated predictor")

@@ -88,3 +88,10 @@ def test_a_real_count_against_head_is_identical_and_the_listing_covers_it(tmp_pa
     body = [ln for ln in listing.read_text().splitlines() if not ln.startswith("#")]
     per_row = sum(float(ln.split()[0]) for ln in body if re.match(r"^\s*[\d.]+\s", ln))
     assert abs(per_row - this) <= 0.01 * this        # the listing's executions add up to the count
+
+
+def test_a_malformed_list_of_lengths_is_a_clear_error():
+    r = subprocess.run([sys.executable, SCRIPT, "--Ls", "6x4"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 2 and r.stderr.startswith("instruction_count: --Ls takes integers"), r.stderr
+    assert r.stdout == ""
